@@ -1,0 +1,37 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+LOCAL_STAMP := $(VENV)/.installed-local
+
+.PHONY: test lint format demo clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP) $(LOCAL_STAMP)
+
+$(LOCAL_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local]'
+	touch $(LOCAL_STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+demo: $(LOCAL_STAMP)
+	$(BIN)/tts-fleet local --demo 40 --max-workers 4
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache
