@@ -1,0 +1,122 @@
+"""The job message (DESIGN §3.2) and the S3 output layout (§3.3).
+
+Shared by the worker and by `fleet/client.py`, so it imports nothing heavier than pydantic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+DEFAULT_MAX_TEXT_CHARS = 20_000
+ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+_ID = re.compile(ID_PATTERN)
+AudioFormat = Literal["wav", "flac", "mp3", "pcm"]
+# Speed range that vLLM-Omni's /v1/audio/speech accepts.
+MIN_SPEED = 0.25
+MAX_SPEED = 4.0
+
+
+class Job(BaseModel):
+    """One synthesis request. Only `text` is required; unknown fields are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str | None = Field(None, pattern=ID_PATTERN)
+    text: str = Field(min_length=1)
+    voice: str = Field("Vivian", min_length=1, max_length=64)
+    language: str = Field("English", min_length=1, max_length=32)
+    instructions: str = Field("", max_length=2_000)
+    format: AudioFormat = "wav"
+    speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
+
+    @field_validator("text")
+    @classmethod
+    def _text_limits(cls, text: str, info: ValidationInfo) -> str:
+        if not text.strip():
+            raise ValueError("text is blank")
+        limit = (info.context or {}).get("max_text_chars", DEFAULT_MAX_TEXT_CHARS)
+        if len(text) > limit:
+            raise ValueError(f"text has {len(text)} characters, more than the limit of {limit}")
+        return text
+
+    @property
+    def job_id(self) -> str:
+        """The explicit id, or one derived from the request so a resubmit is the same job."""
+        return self.id if self.id is not None else derive_id(self.request())
+
+    def request(self) -> dict[str, Any]:
+        """The synthesis request without the id: what makes two jobs the same work."""
+        return self.model_dump(exclude={"id"})
+
+    def with_id(self) -> Job:
+        return self if self.id is not None else self.model_copy(update={"id": self.job_id})
+
+    def body(self) -> str:
+        """The SQS message body, with the id made explicit."""
+        return json.dumps(self.with_id().model_dump(), ensure_ascii=False, separators=(",", ":"))
+
+
+def derive_id(request: dict[str, Any]) -> str:
+    canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def parse_job(body: str, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
+    """Parses an SQS body. Raises InvalidJob with a one-line reason."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidJob(f"body is not JSON: {error.msg} at position {error.pos}") from None
+    if not isinstance(data, dict):
+        raise InvalidJob(f"body must be a JSON object, got {type(data).__name__}")
+    return validate_job(data, max_text_chars)
+
+
+def validate_job(data: dict[str, Any], max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
+    try:
+        return Job.model_validate(data, context={"max_text_chars": max_text_chars})
+    except ValidationError as error:
+        raise InvalidJob(describe_errors(error), best_effort_id(data)) from None
+
+
+def describe_errors(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "body"
+        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        parts.append(f"{field}: {message}")
+    return "; ".join(parts)
+
+
+def best_effort_id(data: dict[str, Any]) -> str | None:
+    """The message's own id when it is a valid one, so a failure record can use it."""
+    candidate = data.get("id")
+    if isinstance(candidate, str) and _ID.match(candidate):
+        return candidate
+    return None
+
+
+class InvalidJob(ValueError):
+    """A message that can never succeed; `job_id` is its id when one could be read."""
+
+    def __init__(self, reason: str, job_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.job_id = job_id
+
+
+def audio_key(job_id: str, fmt: str, prefix: str = "") -> str:
+    return f"{prefix}outputs/{job_id}.{fmt}"
+
+
+def manifest_key(job_id: str, prefix: str = "") -> str:
+    return f"{prefix}outputs/{job_id}.json"
+
+
+def failure_key(job_id: str, prefix: str = "") -> str:
+    return f"{prefix}failures/{job_id}.json"
