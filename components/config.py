@@ -118,7 +118,15 @@ def cron_problems(cron: str) -> list[str]:
         return [f"invalid field {bad[0]!r} in {cron!r}"]
     if (fields[2] == "?") == (fields[4] == "?"):
         return [f"exactly one of day-of-month and day-of-week must be '?' in {cron!r}"]
+    for (name, low, high), field in zip(_CRON_RANGES, fields, strict=False):
+        for number in re.findall(r"\d+", field.split("/")[0]):
+            if not low <= int(number) <= high:
+                return [f"{name} {number} is outside {low}-{high} in {cron!r}"]
     return []
+
+
+# Numeric ranges of the first four AWS cron fields (day-of-week and year are left to AWS).
+_CRON_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12))
 
 
 class ScalingConfig(_Section):
@@ -134,7 +142,15 @@ class ScalingConfig(_Section):
             return [
                 ("maxWorkers", f"must be >= minWorkers ({self.max_workers} < {self.min_workers})")
             ]
-        return []
+        # The step bands stop at maxWorkers, so a schedule cannot raise the fleet above it.
+        return [
+            (
+                f"schedules[{i}].maxWorkers",
+                f"must be <= scaling.maxWorkers ({entry.max_workers} > {self.max_workers})",
+            )
+            for i, entry in enumerate(self.schedules)
+            if entry.max_workers > self.max_workers
+        ]
 
 
 class NetworkConfig(_Section):

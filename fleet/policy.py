@@ -81,27 +81,32 @@ def desired(outstanding: int, current: int, cfg: ScalingParams, *, idle: bool = 
     return max(cfg.min_workers, min(cfg.max_workers, current))
 
 
-def capacity_levels(max_workers: int, limit: int = MAX_STEP_ADJUSTMENTS) -> tuple[int, ...]:
-    """At most `limit` capacity levels from 1 to `max_workers`, ending at `max_workers`.
+def capacity_levels(
+    max_workers: int, limit: int = MAX_STEP_ADJUSTMENTS, *, min_workers: int = 0
+) -> tuple[int, ...]:
+    """At most `limit` capacity levels from max(1, minWorkers) to `max_workers`, ending at it.
 
-    With more workers than levels, the levels are spread so that the worst ratio of
-    capacity to formula (level_i / (level_{i-1} + 1)) is as small as it can be: a binary
-    search on that ratio with a greedy fill.
+    Levels below minWorkers would be clamped up by the scalable target anyway, so they are
+    not spent. With more workers than levels, the levels are spread so that the worst ratio
+    of capacity to formula (level_i / (level_{i-1} + 1)) is as small as it can be: a binary
+    search on that ratio with a greedy fill (from a level, jump as far as the ratio allows;
+    a higher level never reaches less, so greedy is optimal for a given ratio).
     """
-    if max_workers <= limit:
-        return tuple(range(1, max_workers + 1))
+    start = min(max(1, min_workers), max_workers)
+    if max_workers - start + 1 <= limit:
+        return tuple(range(start, max_workers + 1))
     low, high = 1.0, float(max_workers)
     for _ in range(100):
         ratio = (low + high) / 2
-        if len(_greedy_levels(max_workers, ratio)) <= limit:
+        if len(_greedy_levels(start, max_workers, ratio)) <= limit:
             high = ratio
         else:
             low = ratio
-    return _greedy_levels(max_workers, high)
+    return _greedy_levels(start, max_workers, high)
 
 
-def _greedy_levels(max_workers: int, ratio: float) -> tuple[int, ...]:
-    levels = [1]
+def _greedy_levels(start: int, max_workers: int, ratio: float) -> tuple[int, ...]:
+    levels = [start]
     while levels[-1] < max_workers:
         reach = math.floor(ratio * (levels[-1] + 1) + 1e-9)
         levels.append(min(max_workers, max(levels[-1] + 1, reach)))
@@ -112,24 +117,29 @@ def bands(cfg: ScalingParams) -> BandPlan:
     """Step adjustments for the `outstanding >= 1` alarm (DESIGN §4).
 
     Level L_i serves formula values (L_{i-1}, L_i], i.e. outstanding in
-    [L_{i-1}·J + 1, L_i·J], i.e. metric - threshold in [L_{i-1}·J, L_i·J).
+    [L_{i-1}·J + 1, L_i·J], i.e. metric - threshold in [L_{i-1}·J, L_i·J). The first band
+    starts at 0 (outstanding 1) and the last is open-ended at maxWorkers.
     """
     jobs = cfg.jobs_per_worker
-    levels = capacity_levels(cfg.max_workers)
+    levels = capacity_levels(cfg.max_workers, min_workers=cfg.min_workers)
     result: list[Band] = []
-    worst = 1.0
+    worst = 1.0  # the first band is exact: its formula value is always max(1, minWorkers)
     previous = 0
     for index, level in enumerate(levels):
         top = index == len(levels) - 1
-        capacity = max(level, cfg.min_workers)
-        result.append(Band(previous * jobs, None if top else level * jobs, capacity))
-        worst = max(worst, level / (previous + 1))
+        result.append(Band(previous * jobs, None if top else level * jobs, level))
+        if index:
+            worst = max(worst, level / (previous + 1))
         previous = level
     return BandPlan(tuple(result), worst)
 
 
-def step_capacity(outstanding: int, plan: BandPlan) -> int:
-    """The ExactCapacity the step policy sets for this outstanding count (alarm in ALARM)."""
+def step_capacity(outstanding: float, plan: BandPlan) -> int:
+    """The ExactCapacity the step policy sets for this outstanding value (alarm in ALARM).
+
+    Like Application Auto Scaling, the raw aggregated value is compared with the bounds
+    (lower inclusive, upper exclusive above the threshold).
+    """
     metric = outstanding - SCALE_OUT_THRESHOLD
     for band in plan.bands:
         if band.lower <= metric and (band.upper is None or metric < band.upper):
@@ -171,7 +181,7 @@ class AlarmModel:
         if state.scale_out:
             latest = datapoints[-1]
             assert latest is not None
-            return step_capacity(math.ceil(latest), self.plan)
+            return step_capacity(latest, self.plan)
         if state.idle:
             return self.cfg.min_workers
         return current
