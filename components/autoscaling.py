@@ -1,0 +1,198 @@
+"""QueueAutoscaling: the worker service follows the jobs queue's backlog, from 0 to maxWorkers.
+
+DESIGN §4. One alarm `outstanding >= 1` (1 × 60 s) drives a StepScaling/ExactCapacity policy
+whose steps are `fleet.policy.bands()`; Application Auto Scaling re-applies it every minute
+while the alarm stays in ALARM, so the count follows the backlog up and down. A second alarm
+`outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers. Schedules change
+min/max by cron.
+
+No target tracking and no CPU/GPU-utilisation policy (DESIGN §4): target tracking cannot leave
+zero tasks, because a per-task metric has no datapoint while no task runs, and utilisation
+says nothing about how much work is waiting. Scale-in never stops a busy task: workers hold
+ECS task scale-in protection while a job is in flight (worker/protection.py; the task role
+permission is in components/service.py).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict
+
+from components.config import ScalingConfig
+from fleet.policy import SCALE_OUT_THRESHOLD, BandPlan, bands
+
+# SQS publishes queue metrics to CloudWatch at 1-minute granularity.
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
+METRIC_PERIOD_SECONDS = 60
+# One evaluation period per policy application; a longer cooldown would hold back the
+# re-application that lets capacity follow the backlog down.
+POLICY_COOLDOWN_SECONDS = 60
+IDLE_THRESHOLD = 0
+
+# A plain string or another resource's output (pydantic cannot validate pulumi.Input).
+StrInput = str | pulumi.Output
+
+
+class QueueAutoscalingArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    cluster_name: StrInput
+    service_name: StrInput
+    queue_name: StrInput
+    scaling: ScalingConfig
+
+
+def outstanding_queries(queue_name: pulumi.Input[str]) -> list[dict]:
+    """Metric math: outstanding = visible + in flight (DESIGN §4). Only the sum returns data.
+
+    Counting in-flight messages keeps the fleet from shrinking under running jobs.
+    """
+
+    def metric(query_id: str, metric_name: str) -> dict:
+        return {
+            "id": query_id,
+            "return_data": False,
+            "metric": {
+                "namespace": "AWS/SQS",
+                "metric_name": metric_name,
+                "dimensions": {"QueueName": queue_name},
+                "period": METRIC_PERIOD_SECONDS,
+                "stat": "Maximum",
+            },
+        }
+
+    return [
+        metric("visible", "ApproximateNumberOfMessagesVisible"),
+        metric("notVisible", "ApproximateNumberOfMessagesNotVisible"),
+        {
+            "id": "outstanding",
+            "expression": "visible + notVisible",
+            "label": "Outstanding jobs",
+            "return_data": True,
+        },
+    ]
+
+
+def step_adjustments(plan: BandPlan) -> list[dict]:
+    """`bands()` as StepScaling adjustments; bounds are strings in the provider schema."""
+    return [
+        {
+            "metric_interval_lower_bound": str(band.lower),
+            **({} if band.upper is None else {"metric_interval_upper_bound": str(band.upper)}),
+            "scaling_adjustment": band.capacity,
+        }
+        for band in plan.bands
+    ]
+
+
+class QueueAutoscaling(pulumi.ComponentResource):
+    target_resource_id: pulumi.Output[str]
+    scale_out_policy_arn: pulumi.Output[str]
+    idle_policy_arn: pulumi.Output[str]
+    scale_out_alarm_name: pulumi.Output[str]
+    idle_alarm_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: QueueAutoscalingArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:autoscaling:QueueAutoscaling", name, None, opts)
+        cfg = args.scaling
+        target = aws.appautoscaling.Target(
+            f"{name}-target",
+            service_namespace="ecs",
+            scalable_dimension="ecs:service:DesiredCount",
+            resource_id=pulumi.Output.concat("service/", args.cluster_name, "/", args.service_name),
+            min_capacity=cfg.min_workers,
+            max_capacity=cfg.max_workers,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        after_target = pulumi.ResourceOptions(parent=self, depends_on=[target])
+        scale_out = self._policy(f"{name}-scale-out", target, step_adjustments(bands(cfg)), [])
+        # metric - threshold = outstanding <= 0: one step up to 0 (inclusive below the
+        # threshold); a step cannot leave both bounds open.
+        idle_steps = [{"metric_interval_upper_bound": "0", "scaling_adjustment": cfg.min_workers}]
+        idle = self._policy(f"{name}-idle", target, idle_steps, [scale_out])
+        queries = outstanding_queries(args.queue_name)
+        scale_out_alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-scale-out",
+            alarm_description="Jobs outstanding: set the worker count from the backlog bands",
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=SCALE_OUT_THRESHOLD,
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
+            metric_queries=queries,
+            # No data is no backlog; the idle alarm treats the same gap as idle.
+            treat_missing_data="notBreaching",
+            alarm_actions=[scale_out.arn],
+            opts=after_target,
+        )
+        idle_alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-idle",
+            alarm_description=f"Queue empty for {cfg.idle_minutes} min: back to minWorkers",
+            comparison_operator="LessThanOrEqualToThreshold",
+            threshold=IDLE_THRESHOLD,
+            evaluation_periods=cfg.idle_minutes,
+            datapoints_to_alarm=cfg.idle_minutes,
+            metric_queries=queries,
+            # An idle queue can stop publishing metrics; a gap must not keep GPUs running.
+            treat_missing_data="breaching",
+            alarm_actions=[idle.arn],
+            opts=after_target,
+        )
+        self._schedules(name, target, cfg)
+        self.target_resource_id = target.resource_id
+        self.scale_out_policy_arn = scale_out.arn
+        self.idle_policy_arn = idle.arn
+        self.scale_out_alarm_name = scale_out_alarm.name
+        self.idle_alarm_name = idle_alarm.name
+        self.register_outputs(
+            {
+                "target_resource_id": self.target_resource_id,
+                "scale_out_policy_arn": self.scale_out_policy_arn,
+                "idle_policy_arn": self.idle_policy_arn,
+                "scale_out_alarm_name": self.scale_out_alarm_name,
+                "idle_alarm_name": self.idle_alarm_name,
+            }
+        )
+
+    def _policy(
+        self,
+        name: str,
+        target: aws.appautoscaling.Target,
+        steps: list[dict],
+        after: list[pulumi.Resource],
+    ) -> aws.appautoscaling.Policy:
+        return aws.appautoscaling.Policy(
+            name,
+            policy_type="StepScaling",
+            service_namespace=target.service_namespace,
+            scalable_dimension=target.scalable_dimension,
+            resource_id=target.resource_id,
+            step_scaling_policy_configuration={
+                "adjustment_type": "ExactCapacity",
+                "cooldown": POLICY_COOLDOWN_SECONDS,
+                "metric_aggregation_type": "Maximum",
+                "step_adjustments": steps,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[target, *after]),
+        )
+
+    def _schedules(self, name: str, target: aws.appautoscaling.Target, cfg: ScalingConfig) -> None:
+        # Chained, like the two policies: parallel writes to one scalable target can fail
+        # with ConcurrentUpdateException.
+        previous: list[pulumi.Resource] = [target]
+        for index, entry in enumerate(cfg.schedules):
+            action = aws.appautoscaling.ScheduledAction(
+                f"{name}-schedule-{index}",
+                service_namespace=target.service_namespace,
+                scalable_dimension=target.scalable_dimension,
+                resource_id=target.resource_id,
+                schedule=entry.expression,
+                scalable_target_action={
+                    "min_capacity": entry.min_workers,
+                    "max_capacity": entry.max_workers,
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
+            )
+            previous = [action]
