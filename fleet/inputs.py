@@ -1,0 +1,173 @@
+"""Reading jobs for `submit`/`wait`: a JSONL file, a directory of .txt files, or stdin.
+
+Everything is validated before anything is sent, so one pass collects every invalid line
+with its line number. Ids are made explicit here (`Job.with_id()`), so the same input always
+yields the same ids and a re-run after a crash does no duplicate work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worker.jobs import DEFAULT_MAX_TEXT_CHARS, InvalidJob, Job, validate_job
+
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+TEXT_SUFFIX = ".txt"
+MAX_ID_CHARS = 128  # worker.jobs.ID_PATTERN allows 1..128 characters
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_HASH_CHARS = 8
+
+
+@dataclass(frozen=True)
+class InvalidLine:
+    """One input that cannot become a job. `line` is 1-based; 0 means a whole file."""
+
+    line: int
+    source: str
+    reason: str
+
+    def describe(self) -> str:
+        where = f"{self.source}:{self.line}" if self.line else self.source
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class LoadedJobs:
+    valid: list[Job] = field(default_factory=list)
+    invalid: list[InvalidLine] = field(default_factory=list)
+    duplicates: int = 0  # identical requests given more than once, sent once
+
+    @property
+    def ids(self) -> list[str]:
+        return [job.job_id for job in self.valid]
+
+
+def load_jobs(
+    source: str | Path | None,
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    defaults: dict[str, Any] | None = None,
+) -> LoadedJobs:
+    """Reads and validates every job. `defaults` fill fields a job does not set itself."""
+    collector = _Collector(max_text_chars, defaults or {})
+    if source is None or str(source) == STDIN:
+        collector.add_jsonl(STDIN_NAME, sys.stdin)
+        return collector.loaded
+    path = Path(source)
+    if path.is_dir():
+        for text_file in sorted(_text_files(path)):
+            collector.add_text_file(text_file)
+    elif path.is_file():
+        with path.open("rb") as handle:
+            collector.add_jsonl(str(path), handle)
+    else:
+        collector.loaded.invalid.append(InvalidLine(0, str(path), "no such file or directory"))
+    return collector.loaded
+
+
+def id_for_stem(stem: str) -> str:
+    """A valid job id from a file name, stable whatever else is in the directory.
+
+    A stem that is already a valid id is used as is. Any other (spaces, unicode, too long)
+    is transliterated to ASCII and suffixed with a hash of the original name, so two names
+    that sanitise alike ("a b", "a-b", "a_b"?) can never collide.
+    """
+    if stem and len(stem) <= MAX_ID_CHARS and not _UNSAFE.search(stem):
+        return stem
+    ascii_stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode("ascii")
+    safe = _UNSAFE.sub("-", ascii_stem).strip("-.")
+    digest = hashlib.sha256(stem.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+    room = MAX_ID_CHARS - _HASH_CHARS - 1
+    return f"{safe[:room].rstrip('-.')}-{digest}" if safe else f"txt-{digest}"
+
+
+def _text_files(directory: Path) -> Iterator[Path]:
+    for entry in directory.iterdir():
+        if entry.is_file() and entry.suffix.lower() == TEXT_SUFFIX:
+            yield entry
+
+
+class _Collector:
+    """Accumulates jobs, dropping exact repeats and rejecting one id used for two requests."""
+
+    def __init__(self, max_text_chars: int, defaults: dict[str, Any]) -> None:
+        self.max_text_chars = max_text_chars
+        self.defaults = defaults
+        self.loaded = LoadedJobs()
+        self._by_id: dict[str, tuple[Job, str]] = {}
+
+    def add_jsonl(self, source: str, lines: Iterable[str | bytes]) -> None:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                self._add(source, number, _parse_line(line))
+
+    def add_text_file(self, path: Path) -> None:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (UnicodeDecodeError, OSError) as error:
+            self.loaded.invalid.append(InvalidLine(0, str(path), f"cannot read as UTF-8: {error}"))
+            return
+        self._add(str(path), 0, {"id": id_for_stem(path.stem), "text": text})
+
+    def _add(self, source: str, line: int, data: dict[str, Any] | str) -> None:
+        where = f"{source}:{line}" if line else source
+        try:
+            if isinstance(data, str):
+                raise InvalidJob(data)
+            job = validate_job({**self.defaults, **data}, self.max_text_chars).with_id()
+        except InvalidJob as error:
+            self.loaded.invalid.append(InvalidLine(line, source, error.reason))
+            return
+        seen = self._by_id.get(job.job_id)
+        if seen is None:
+            self._by_id[job.job_id] = (job, where)
+            self.loaded.valid.append(job)
+        elif seen[0] == job:
+            self.loaded.duplicates += 1
+        else:
+            reason = f"id {job.job_id} is already used by {seen[1]} for a different request"
+            self.loaded.invalid.append(InvalidLine(line, source, reason))
+
+
+def _parse_line(line: str | bytes) -> dict[str, Any] | str:
+    """The line's JSON object, or a one-line reason why it is not one."""
+    try:
+        text = line.decode("utf-8-sig") if isinstance(line, bytes) else line
+    except UnicodeDecodeError as error:
+        return f"not UTF-8: byte {error.start} cannot be decoded"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"not JSON: {error.msg} at column {error.colno}"
+    if not isinstance(data, dict):
+        return f"a job must be a JSON object, got {type(data).__name__}"
+    return data
+
+
+def load_ids(source: str | Path | None, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> list[str]:
+    """Job ids from a `submit --json` summary (its "ids") or from the same input as the submit
+    (its valid jobs; invalid lines were never sent)."""
+    if source is not None and str(source) != STDIN and Path(source).is_file():
+        summary = _submit_summary(Path(source))
+        if summary is not None:
+            return summary
+    return load_jobs(source, max_text_chars).ids
+
+
+def _submit_summary(path: Path) -> list[str] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None  # JSONL (many objects) or not text: read it as jobs instead
+    ids = data.get("ids") if isinstance(data, dict) else None
+    if isinstance(ids, list) and all(isinstance(item, str) for item in ids):
+        return ids
+    return None
