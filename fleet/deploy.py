@@ -231,7 +231,12 @@ def _is_pulumi_error(error: Exception) -> bool:
 
 
 def _pulumi_failure(request: Request, error: Exception) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    detail = next((line for line in reversed(lines) if not line.startswith("stderr:")), "")
+    # CommandError's text is "\n code: N\n stdout: ...\n stderr: ..."; its last stderr line
+    # is Pulumi's own error (the full output has already streamed to the terminal).
+    text = str(error)
+    stdout, _, stderr = text.partition("\n stderr: ")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    lines = lines or [line.strip() for line in stdout.splitlines() if line.strip()]
+    detail = lines[-1] if lines else type(error).__name__
     detail = detail if len(detail) <= 300 else detail[:297] + "..."
     return f"error: pulumi {request.action} failed for stack {request.stack!r}: {detail}"
