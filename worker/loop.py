@@ -1,0 +1,326 @@
+"""Receive → synthesize → audio → manifest → delete, with up to CONCURRENCY jobs in flight.
+
+Invariants (DESIGN §5): a message is deleted only after its outputs (or its failure record
+and DLQ copy) exist; a job whose manifest exists is never synthesized again; a transient
+failure releases the message with a growing delay so the queue's maxReceiveCount bounds it;
+SIGTERM stops receiving, lets in-flight jobs finish within the stop timeout and releases the
+rest at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from worker.heartbeat import MAX_BATCH_ENTRIES, Heartbeat, InFlight, Task, change_visibility
+from worker.jobs import InvalidJob, Job, audio_key, failure_key, manifest_key, parse_job
+from worker.metrics import Metrics
+from worker.protection import Protection
+from worker.settings import MAX_VISIBILITY_SECONDS, Settings
+from worker.speech import PermanentSpeechError, Speech, SpeechClient, TransientSpeechError
+
+log = logging.getLogger("worker")
+CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg", "flac": "audio/flac"}
+# SQS message attribute values count toward the 256 KiB message size; keep the reason short.
+MAX_ERROR_ATTRIBUTE_CHARS = 1_000
+STORAGE_ERRORS = (ClientError, BotoCoreError)
+
+
+class KeyLocks:
+    """One holder per job id in this process, so a duplicate waits and then finds the manifest."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, list[Any]] = {}
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._guard:
+            entry = self._locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._locks[key]
+
+
+def backoff_seconds(receive_count: int, base: float, cap: float) -> int:
+    """Visibility delay after the n-th failed receive: base, 2·base, 4·base, … up to cap."""
+    delay = min(cap, base * 2 ** max(0, receive_count - 1), MAX_VISIBILITY_SECONDS)
+    return max(0, round(delay))
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        sqs: Any,
+        s3: Any,
+        speech: SpeechClient,
+        protection: Protection,
+        metrics: Metrics,
+    ) -> None:
+        self.s = settings
+        self.sqs, self.s3, self.speech = sqs, s3, speech
+        self.protection, self.metrics = protection, metrics
+        self.inflight = InFlight(settings.concurrency)
+        self.ids = KeyLocks()
+        self.max_receive_count: int | None = None
+        self.stop_requested = threading.Event()
+        self._stop_time = 0.0
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        if not self.stop_requested.is_set():
+            self._stop_time = time.monotonic()
+            self.stop_requested.set()
+            log.info("stop requested: no more receives, draining %d job(s)", len(self.inflight))
+
+    def run(self) -> int:
+        self.max_receive_count = self._read_max_receive_count()
+        heartbeat = Heartbeat(
+            self.sqs,
+            self.s.queue_url,
+            self.inflight,
+            self.s.heartbeat_seconds,
+            self.s.visibility_timeout,
+            on_tick=self.protection.renew_if_due,
+        )
+        heartbeat.start()
+        log.info("polling %s with concurrency %d", self.s.queue_url, self.s.concurrency)
+        try:
+            while not self.stop_requested.is_set():
+                self._poll_once()
+        finally:
+            self._drain()
+            heartbeat.stop()
+        return 0
+
+    def _read_max_receive_count(self) -> int | None:
+        """The redrive bound, so the last allowed attempt can record why it failed."""
+        try:
+            attrs = self.sqs.get_queue_attributes(
+                QueueUrl=self.s.queue_url, AttributeNames=["RedrivePolicy"]
+            )["Attributes"]
+            return int(json.loads(attrs["RedrivePolicy"])["maxReceiveCount"])
+        except (KeyError, ValueError, *STORAGE_ERRORS) as error:
+            log.warning("no redrive policy readable (%r): SQS alone bounds retries", error)
+            return None
+
+    def _poll_once(self) -> None:
+        if not self.inflight.wait_free(timeout=0.5):
+            return
+        wanted = min(MAX_BATCH_ENTRIES, self.inflight.free())
+        try:
+            messages = self.sqs.receive_message(
+                QueueUrl=self.s.queue_url,
+                MaxNumberOfMessages=wanted,
+                WaitTimeSeconds=self.s.wait_time_seconds,
+                VisibilityTimeout=self.s.visibility_timeout,
+                MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+        except STORAGE_ERRORS as error:
+            log.warning("receive failed: %r", error)
+            self.stop_requested.wait(1.0)
+            return
+        tasks = [Task(message) for message in messages]
+        if self.stop_requested.is_set():
+            change_visibility(self.sqs, self.s.queue_url, tasks, 0)
+            return
+        if not tasks:
+            if not len(self.inflight):
+                self.protection.idle()
+            return
+        self.protection.busy()  # before any work starts, so ECS cannot stop us mid-job
+        for task in tasks:
+            self.inflight.add(task)
+            threading.Thread(target=self._run_task, args=(task,), daemon=True).start()
+
+    def _drain(self) -> None:
+        margin = min(5.0, self.s.stop_timeout_seconds * 0.2)  # left for releasing the rest
+        deadline = self._stop_time + self.s.stop_timeout_seconds - margin
+        self.inflight.wait_empty(deadline - time.monotonic())
+        leftovers = self.inflight.snapshot()
+        for task in leftovers:
+            with task.lock:  # waits for an S3 write in progress, then stops the thread writing
+                task.abandoned = True
+        if leftovers:
+            released = change_visibility(self.sqs, self.s.queue_url, leftovers, 0)
+            log.info("released %d unfinished job(s) for other workers", released)
+        self.protection.idle()
+        log.info("drained; exiting")
+
+    # ---- one message -----------------------------------------------------------------
+
+    def _run_task(self, task: Task) -> None:
+        try:
+            self._process(task)
+        except Exception as error:  # never let a bug lose the message: release it
+            log.exception("job %s crashed", task.job_id)
+            self._retry_later(task, f"worker error: {error!r}")
+        finally:
+            self.inflight.discard(task)
+
+    def _process(self, task: Task) -> None:
+        message = task.message
+        try:
+            job = parse_job(message["Body"], self.s.max_text_chars)
+        except InvalidJob as error:
+            task.job_id = error.job_id or message["MessageId"]
+            self._fail(task, "invalid job", error.reason)
+            return
+        task.job_id = job.job_id
+        with self.ids.hold(job.job_id):
+            self._process_job(task, job)
+
+    def _process_job(self, task: Task, job: Job) -> None:
+        try:
+            if self._manifest_exists(job.job_id):
+                log.info("job %s already done: deleting the duplicate message", job.job_id)
+                self._delete(task)
+                return
+            log.info("job %s started (receive %d)", job.job_id, task.receive_count)
+            started = time.monotonic()
+            speech = self.speech.synthesize(job)
+            synth_s = time.monotonic() - started
+            self._complete(task, job, speech, synth_s)
+        except PermanentSpeechError as error:
+            self._fail(task, "rejected by the speech server", str(error))
+        except TransientSpeechError as error:
+            self._retry_later(task, str(error))
+        except STORAGE_ERRORS as error:
+            self._retry_later(task, f"storage error: {error}")
+
+    def _manifest_exists(self, job_id: str) -> bool:
+        try:
+            self.s3.head_object(
+                Bucket=self.s.output_bucket, Key=manifest_key(job_id, self.s.output_prefix)
+            )
+            return True
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+
+    def _complete(self, task: Task, job: Job, speech: Speech, synth_s: float) -> None:
+        queue_wait = task.received_at - self._sent_at(task)
+        manifest = {
+            "id": job.job_id,
+            "request": job.request(),
+            "audio_key": audio_key(job.job_id, job.format, self.s.output_prefix),
+            "duration_s": speech.duration_s,
+            "sample_rate": speech.sample_rate,
+            "model": self.s.speech_model,
+            "voice": job.voice,
+            "synth_s": round(synth_s, 3),
+            "queue_wait_s": round(queue_wait, 3),
+            "attempts": task.receive_count,
+            "pieces": speech.pieces,
+            "worker": self.s.worker_id,
+            "finished_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        }
+        with task.lock:
+            if task.abandoned:
+                return
+            self._put(manifest["audio_key"], speech.audio, CONTENT_TYPES[job.format])
+            self._put(
+                manifest_key(job.job_id, self.s.output_prefix),
+                json.dumps(manifest, ensure_ascii=False).encode(),
+                "application/json",
+            )
+            self._delete(task)
+        log.info("job %s done: %.2fs audio in %.2fs", job.job_id, speech.duration_s or 0, synth_s)
+        self.metrics.completed(
+            synth_s, speech.duration_s, queue_wait, job_id=job.job_id, worker=self.s.worker_id
+        )
+
+    def _sent_at(self, task: Task) -> float:
+        sent_ms = task.message.get("Attributes", {}).get("SentTimestamp")
+        return int(sent_ms) / 1000 if sent_ms else task.received_at
+
+    def _put(self, key: str, body: bytes, content_type: str) -> None:
+        self.s3.put_object(
+            Bucket=self.s.output_bucket, Key=key, Body=body, ContentType=content_type
+        )
+
+    def _delete(self, task: Task) -> None:
+        self.inflight.discard(task)  # the heartbeat must not touch it any more
+        try:
+            self.sqs.delete_message(QueueUrl=self.s.queue_url, ReceiptHandle=task.receipt)
+        except STORAGE_ERRORS as error:  # outputs exist: a redelivery finds the manifest
+            log.warning("delete of job %s failed: %r", task.job_id, error)
+
+    # ---- failures --------------------------------------------------------------------
+
+    def _fail(self, task: Task, error: str, detail: str) -> None:
+        """Permanent: failure record, a copy in the DLQ with the reason, then delete."""
+        job_id = task.job_id or task.message["MessageId"]
+        record = {
+            "id": job_id,
+            "error": error,
+            "detail": detail,
+            "attempts": task.receive_count,
+            "message_id": task.message["MessageId"],
+            "worker": self.s.worker_id,
+            "failed_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        }
+        reason = f"{error}: {detail}"[:MAX_ERROR_ATTRIBUTE_CHARS]
+        try:
+            with task.lock:
+                if task.abandoned:
+                    return
+                self._put(
+                    failure_key(job_id, self.s.output_prefix),
+                    json.dumps(record, ensure_ascii=False).encode(),
+                    "application/json",
+                )
+                self.sqs.send_message(
+                    QueueUrl=self.s.dlq_url,
+                    MessageBody=task.message["Body"],
+                    MessageAttributes={
+                        "error": {"DataType": "String", "StringValue": reason},
+                        "job_id": {"DataType": "String", "StringValue": job_id},
+                    },
+                )
+                self._delete(task)
+        except STORAGE_ERRORS as storage_error:
+            self._release(task, f"could not record failure ({storage_error!r})")
+            return
+        log.warning("job %s failed permanently: %s", job_id, reason)
+        self.metrics.failed(job_id=job_id, worker=self.s.worker_id, error=error)
+
+    def _retry_later(self, task: Task, reason: str) -> None:
+        limit = self.max_receive_count
+        if limit is not None and task.receive_count >= limit:
+            self._fail(task, f"transient failures on all {limit} receives", reason)
+        else:
+            self._release(task, reason)
+
+    def _release(self, task: Task, reason: str) -> None:
+        delay = backoff_seconds(
+            task.receive_count, self.s.retry_base_seconds, self.s.retry_max_seconds
+        )
+        self.inflight.discard(task)
+        if not task.abandoned:
+            change_visibility(self.sqs, self.s.queue_url, [task], delay)
+        log.warning(
+            "job %s released for %ds after receive %d: %s",
+            task.job_id,
+            delay,
+            task.receive_count,
+            reason,
+        )

@@ -1,0 +1,69 @@
+"""CloudWatch Embedded Metric Format lines on stdout (DESIGN §5.7): no PutMetricData calls.
+
+In ECS the awslogs driver ships stdout to CloudWatch Logs, which turns each line into metrics
+in the `TtsFleet` namespace; the dashboard graphs them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+NAMESPACE = "TtsFleet"
+UNITS = {
+    "JobsCompleted": "Count",
+    "JobsFailed": "Count",
+    "SynthSeconds": "Seconds",
+    "AudioSeconds": "Seconds",
+    "QueueWaitSeconds": "Seconds",
+}
+
+
+class Metrics:
+    """Thread-safe: one line per event, written whole."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def emit(self, values: dict[str, float], **properties: Any) -> None:
+        unknown = set(values) - set(UNITS)
+        if unknown:
+            raise ValueError(f"unknown metrics {sorted(unknown)}")
+        record: dict[str, Any] = {
+            "_aws": {
+                "Timestamp": int(time.time() * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": NAMESPACE,
+                        "Dimensions": [[]],
+                        "Metrics": [{"Name": name, "Unit": UNITS[name]} for name in values],
+                    }
+                ],
+            },
+            **properties,
+            **values,
+        }
+        line = json.dumps(record, separators=(",", ":"))
+        with self._lock:
+            stream = self._stream or sys.stdout
+            stream.write(line + "\n")
+            stream.flush()
+
+    def completed(
+        self, synth_s: float, audio_s: float | None, queue_wait_s: float, **properties: Any
+    ) -> None:
+        values = {
+            "JobsCompleted": 1.0,
+            "SynthSeconds": round(synth_s, 3),
+            "QueueWaitSeconds": round(queue_wait_s, 3),
+        }
+        if audio_s is not None:
+            values["AudioSeconds"] = round(audio_s, 3)
+        self.emit(values, **properties)
+
+    def failed(self, **properties: Any) -> None:
+        self.emit({"JobsFailed": 1.0}, **properties)

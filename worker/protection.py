@@ -1,0 +1,84 @@
+"""ECS task scale-in protection (DESIGN §5.5): on while jobs are in flight, off when idle.
+
+`PUT $ECS_AGENT_URI/task-protection/v1/state` with `{"ProtectionEnabled": bool,
+"ExpiresInMinutes": n}`; calling it again resets the expiry, so long jobs renew it. Without
+ECS_AGENT_URI (not on ECS) every call is a no-op. A failed call is logged, never fatal: the
+worst case is ECS stopping a busy task, and SIGTERM drain handles that.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from worker.settings import MAX_PROTECTION_MINUTES
+
+log = logging.getLogger("worker.protection")
+STATE_PATH = "/task-protection/v1/state"
+
+
+class Protection:
+    def __init__(
+        self, agent_uri: str, expires_minutes: int = 60, renew_seconds: float = 1_800.0
+    ) -> None:
+        if not 1 <= expires_minutes <= MAX_PROTECTION_MINUTES:
+            raise ValueError(f"expires_minutes must be 1..{MAX_PROTECTION_MINUTES}")
+        self.url = agent_uri.rstrip("/") + STATE_PATH if agent_uri else ""
+        self.expires_minutes = expires_minutes
+        self.renew_seconds = renew_seconds
+        self.enabled = False
+        self._since = 0.0
+        self._lock = threading.Lock()
+        self._http = httpx.Client(timeout=5.0) if self.url else None
+
+    @property
+    def active(self) -> bool:
+        return self._http is not None
+
+    def busy(self) -> None:
+        """Before starting work: protect (or keep protecting) this task."""
+        with self._lock:
+            if not self.enabled:
+                self._put(True)
+
+    def idle(self) -> None:
+        """Nothing in flight and nothing received: let ECS scale this task in."""
+        with self._lock:
+            if self.enabled:
+                self._put(False)
+
+    def renew_if_due(self) -> None:
+        """Called by the heartbeat: re-PUT before the expiry so a long job stays protected."""
+        with self._lock:
+            if self.enabled and time.monotonic() - self._since >= self.renew_seconds:
+                self._put(True)
+
+    def state(self) -> dict[str, Any] | None:
+        if self._http is None:
+            return None
+        return self._http.get(self.url).json()
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+
+    def _put(self, enabled: bool) -> None:
+        if self._http is None:
+            self.enabled = enabled
+            return
+        body: dict[str, Any] = {"ProtectionEnabled": enabled}
+        if enabled:
+            body["ExpiresInMinutes"] = self.expires_minutes
+        try:
+            response = self._http.put(self.url, json=body)
+            response.raise_for_status()
+        except httpx.HTTPError as error:
+            log.warning("task protection %s failed: %r", "on" if enabled else "off", error)
+            return
+        self.enabled = enabled
+        self._since = time.monotonic()
+        log.info("task protection %s", f"on ({self.expires_minutes} min)" if enabled else "off")

@@ -1,0 +1,154 @@
+"""The worker's environment (DESIGN §3.4), parsed once, with one readable line per problem."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from worker.jobs import DEFAULT_MAX_TEXT_CHARS
+
+# SQS ReceiveMessage: WaitTimeSeconds is 0..20 (AWS SQS API reference, ReceiveMessage).
+MAX_WAIT_TIME_SECONDS = 20
+# SQS visibility timeout is 0..43,200 s (12 h) (AWS SQS developer guide, visibility timeout).
+MAX_VISIBILITY_SECONDS = 43_200
+# ECS task scale-in protection: ExpiresInMinutes is 1..2,880 (ECS developer guide).
+MAX_PROTECTION_MINUTES = 2_880
+DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+
+
+class SettingsError(ValueError):
+    """Misconfiguration; `str(error)` is one line naming every bad variable."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    queue_url: str
+    dlq_url: str
+    output_bucket: str
+    output_prefix: str = ""
+    speech_url: str = "http://127.0.0.1:8091"
+    speech_model: str = DEFAULT_MODEL
+    speech_task_type: str = ""
+    speech_timeout_seconds: float = 600.0
+    speech_retries: int = 2
+    speech_chunk_chars: int = 1_000
+    concurrency: int = 4
+    visibility_timeout: int = 300
+    heartbeat_seconds: float = 100.0
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    stop_timeout_seconds: float = 120.0
+    wait_time_seconds: int = MAX_WAIT_TIME_SECONDS
+    health_timeout_seconds: float = 600.0
+    retry_base_seconds: float = 10.0
+    retry_max_seconds: float = 600.0
+    worker_id: str = "worker"
+    ecs_agent_uri: str = ""
+    protection_expires_minutes: int = 60
+    protection_renew_seconds: float = 1_800.0
+
+
+def _int(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _float(low: float, high: float = float("inf")) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low:g} and {high:g}")
+        return value
+
+    return parse
+
+
+def _text(raw: str) -> str:
+    return raw
+
+
+# env name -> (Settings field, parser, required)
+_FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
+    "QUEUE_URL": ("queue_url", _text, True),
+    "DLQ_URL": ("dlq_url", _text, True),
+    "OUTPUT_BUCKET": ("output_bucket", _text, True),
+    "OUTPUT_PREFIX": ("output_prefix", _text, False),
+    "SPEECH_URL": ("speech_url", _text, False),
+    "SPEECH_MODEL": ("speech_model", _text, False),
+    "SPEECH_TASK_TYPE": ("speech_task_type", _text, False),
+    "SPEECH_TIMEOUT_SECONDS": ("speech_timeout_seconds", _float(0.1), False),
+    "SPEECH_RETRIES": ("speech_retries", _int(0, 10), False),
+    "SPEECH_CHUNK_CHARS": ("speech_chunk_chars", _int(50, 1_000_000), False),
+    "CONCURRENCY": ("concurrency", _int(1, 256), False),
+    "VISIBILITY_TIMEOUT": ("visibility_timeout", _int(2, MAX_VISIBILITY_SECONDS), False),
+    "HEARTBEAT_SECONDS": ("heartbeat_seconds", _float(0.1), False),
+    "MAX_TEXT_CHARS": ("max_text_chars", _int(1, 10_000_000), False),
+    "STOP_TIMEOUT_SECONDS": ("stop_timeout_seconds", _float(0), False),
+    "WAIT_TIME_SECONDS": ("wait_time_seconds", _int(0, MAX_WAIT_TIME_SECONDS), False),
+    "HEALTH_TIMEOUT_SECONDS": ("health_timeout_seconds", _float(0), False),
+    "RETRY_BASE_SECONDS": ("retry_base_seconds", _float(0), False),
+    "RETRY_MAX_SECONDS": ("retry_max_seconds", _float(0, MAX_VISIBILITY_SECONDS), False),
+    "WORKER_ID": ("worker_id", _text, False),
+    "ECS_AGENT_URI": ("ecs_agent_uri", _text, False),
+    "PROTECTION_EXPIRES_MINUTES": (
+        "protection_expires_minutes",
+        _int(1, MAX_PROTECTION_MINUTES),
+        False,
+    ),
+    "PROTECTION_RENEW_SECONDS": ("protection_renew_seconds", _float(0.1), False),
+}
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Reads the environment; raises SettingsError listing every problem on one line."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, (field, parse, required) in _FIELDS.items():
+        raw = env.get(name, "").strip()
+        if not raw:
+            if required:
+                problems.append(f"{name} is required")
+            continue
+        try:
+            values[field] = parse(raw)
+        except ValueError as error:
+            reason = "must be a number" if "could not convert" in str(error) else str(error)
+            reason = "must be an integer" if "invalid literal" in reason else reason
+            problems.append(f"{name}={raw!r}: {reason}")
+    values.setdefault("worker_id", f"{socket.gethostname()}-{os.getpid()}")
+    if "VISIBILITY_TIMEOUT" in env and "HEARTBEAT_SECONDS" not in env and not problems:
+        values["heartbeat_seconds"] = max(0.5, values.get("visibility_timeout", 300) / 3)
+    if "PROTECTION_EXPIRES_MINUTES" in env and "PROTECTION_RENEW_SECONDS" not in env:
+        values["protection_renew_seconds"] = values.get("protection_expires_minutes", 60) * 30
+    if not problems:
+        settings = Settings(**values)
+        problems.extend(_consistency(settings))
+    if problems:
+        raise SettingsError("; ".join(problems))
+    return settings
+
+
+def _consistency(settings: Settings) -> list[str]:
+    problems = []
+    # The heartbeat must re-extend before the previous extension runs out.
+    if settings.heartbeat_seconds >= settings.visibility_timeout:
+        problems.append(
+            f"HEARTBEAT_SECONDS={settings.heartbeat_seconds:g} must be shorter than "
+            f"VISIBILITY_TIMEOUT={settings.visibility_timeout} (the extension it renews)"
+        )
+    if settings.protection_renew_seconds >= settings.protection_expires_minutes * 60:
+        problems.append(
+            "PROTECTION_RENEW_SECONDS must be shorter than PROTECTION_EXPIRES_MINUTES × 60"
+        )
+    for name, url in (("QUEUE_URL", settings.queue_url), ("DLQ_URL", settings.dlq_url)):
+        if not url.startswith(("http://", "https://")):
+            problems.append(f"{name}={url!r}: must be an SQS queue URL (https://…)")
+    return problems
