@@ -1,0 +1,312 @@
+"""Observability: alerts topic, DLQ and queue-age alarms, a dashboard, an optional budget.
+
+The topic is encrypted with a customer managed KMS key: CloudWatch alarms and AWS Budgets
+cannot publish to a topic under the AWS managed key `alias/aws/sns`, whose key policy cannot
+grant them `kms:GenerateDataKey*`. The budget filters on the cost-allocation tag
+`tts-fleet:stack=<stack>`, which the provider's default tags put on every resource of the
+stack (activate the tag once in the Billing console so Budgets can see it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict
+
+from components.config import AlertsConfig
+from components.queue import deny_insecure_transport
+
+COST_TAG_KEY = "tts-fleet:stack"
+BUDGET_THRESHOLDS_PERCENT = (80, 100)
+METRIC_NAMESPACE = "TtsFleet"  # the worker's Embedded Metric Format namespace (DESIGN §5.7)
+PERIOD_SECONDS = 60
+# CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 characters.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
+_DASHBOARD_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+PUBLISHERS = ("cloudwatch.amazonaws.com", "budgets.amazonaws.com")
+
+StrInput = str | pulumi.Output
+
+
+class ObservabilityArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    stack: str
+    region: StrInput
+    queue_name: StrInput
+    dlq_name: StrInput
+    cluster_name: StrInput
+    service_name: StrInput
+    alerts: AlertsConfig
+
+
+def dashboard_name(stack: str) -> str:
+    return _DASHBOARD_NAME_INVALID.sub("-", f"tts-fleet-{stack}")[:255]
+
+
+def dashboard_url(region: str, name: str) -> str:
+    return (
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home"
+        f"?region={region}#dashboards:name={name}"
+    )
+
+
+def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dict:
+    return {
+        "type": "metric",
+        "x": 12 * (index % 2),
+        "y": 6 * (index // 2),
+        "width": 12,
+        "height": 6,
+        "properties": {
+            "title": title,
+            "view": "timeSeries",
+            "stacked": False,
+            "period": PERIOD_SECONDS,
+            "metrics": metrics,
+            **extra,
+        },
+    }
+
+
+def dashboard_body(region: str, queue: str, dlq: str, cluster: str, service: str) -> str:
+    """The dashboard JSON: backlog, fleet size, throughput, latency and failures."""
+    sqs, ecs, own = "AWS/SQS", "ECS/ContainerInsights", METRIC_NAMESPACE
+    task = ("ClusterName", cluster, "ServiceName", service)
+    widgets = [
+        ("Outstanding jobs (visible + in flight)", [
+            [{"expression": "visible + notVisible", "label": "Outstanding", "id": "outstanding"}],
+            [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", queue, {"id": "visible"}],
+            [sqs, "ApproximateNumberOfMessagesNotVisible", "QueueName", queue,
+             {"id": "notVisible"}],
+        ], "Maximum"),
+        ("Workers: desired vs running tasks", [
+            [ecs, "DesiredTaskCount", *task, {"label": "Desired"}],
+            [ecs, "RunningTaskCount", *task, {"label": "Running"}],
+            [ecs, "PendingTaskCount", *task, {"label": "Pending"}],
+        ], "Maximum"),
+        ("Jobs completed and failed per minute", [
+            [own, "JobsCompleted", {"label": "Completed"}],
+            [own, "JobsFailed", {"label": "Failed"}],
+        ], "Sum"),
+        ("Synthesis seconds per job; audio seconds produced", [
+            [own, "SynthSeconds", {"stat": "Average", "label": "Synth s (avg)"}],
+            [own, "SynthSeconds", {"stat": "p90", "label": "Synth s (p90)"}],
+            [own, "AudioSeconds", {"stat": "Sum", "label": "Audio s", "yAxis": "right"}],
+        ], "Average"),
+        ("Queue wait (s): per job and oldest message", [
+            [own, "QueueWaitSeconds", {"stat": "Average", "label": "Wait (avg)"}],
+            [own, "QueueWaitSeconds", {"stat": "Maximum", "label": "Wait (max)"}],
+            [sqs, "ApproximateAgeOfOldestMessage", "QueueName", queue, {"label": "Oldest"}],
+        ], "Maximum"),
+        ("Dead-letter queue depth", [
+            [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", dlq, {"label": "DLQ"}],
+        ], "Maximum"),
+    ]  # fmt: skip
+    return json.dumps(
+        {
+            "widgets": [
+                _widget(i, title, metrics, stat=stat, region=region)
+                for i, (title, metrics, stat) in enumerate(widgets)
+            ]
+        }
+    )
+
+
+def key_policy(account: str, partition: str) -> dict:
+    """The account administers the key; alarms and budgets may encrypt for the topic."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministers",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "AlarmsAndBudgetsPublish",
+                "Effect": "Allow",
+                "Principal": {"Service": list(PUBLISHERS)},
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                "Resource": "*",
+            },
+        ],
+    }
+
+
+def topic_policy(topic_arn: str, account: str) -> dict:
+    """Only this account's alarms and budgets (and the account itself) publish; TLS only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountManages",
+                "Effect": "Allow",
+                "Principal": {"AWS": account},
+                "Action": [
+                    "SNS:GetTopicAttributes",
+                    "SNS:Subscribe",
+                    "SNS:Publish",
+                    "SNS:ListSubscriptionsByTopic",
+                    "SNS:SetTopicAttributes",
+                ],
+                "Resource": topic_arn,
+            },
+            {
+                "Sid": "AlarmsAndBudgetsPublish",
+                "Effect": "Allow",
+                "Principal": {"Service": list(PUBLISHERS)},
+                "Action": "SNS:Publish",
+                "Resource": topic_arn,
+                "Condition": {"StringEquals": {"aws:SourceAccount": account}},
+            },
+            deny_insecure_transport(topic_arn, "SNS:Publish"),
+        ],
+    }
+
+
+def budget_filter_value(stack: str) -> str:
+    """Budgets' TagKeyValue format: `user:<key>$<value>`."""
+    return f"user:{COST_TAG_KEY}${stack}"
+
+
+class Observability(pulumi.ComponentResource):
+    alerts_topic_arn: pulumi.Output[str]
+    dashboard_name: pulumi.Output[str]
+    dashboard_url: pulumi.Output[str]
+    dlq_alarm_name: pulumi.Output[str]
+    queue_age_alarm_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:observability:Observability", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self))
+        partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self))
+        key = aws.kms.Key(
+            f"{name}-alerts-key",
+            description=f"tts-fleet {args.stack}: alerts topic encryption",
+            enable_key_rotation=True,
+            policy=pulumi.Output.json_dumps(
+                pulumi.Output.all(account.account_id, partition.partition).apply(
+                    lambda ids: key_policy(ids[0], ids[1])
+                )
+            ),
+            opts=child,
+        )
+        topic = aws.sns.Topic(f"{name}-alerts", kms_master_key_id=key.arn, opts=child)
+        policy = aws.sns.TopicPolicy(
+            f"{name}-alerts-policy",
+            arn=topic.arn,
+            policy=pulumi.Output.json_dumps(
+                pulumi.Output.all(topic.arn, account.account_id).apply(
+                    lambda ids: topic_policy(ids[0], ids[1])
+                )
+            ),
+            opts=child,
+        )
+        if args.alerts.email:
+            aws.sns.TopicSubscription(
+                f"{name}-alerts-email",
+                topic=topic.arn,
+                protocol="email",
+                endpoint=args.alerts.email,
+                opts=child,
+            )
+        after_policy = pulumi.ResourceOptions(parent=self, depends_on=[policy])
+        dlq_alarm = self._queue_alarm(
+            f"{name}-dlq-messages", args.dlq_name, "ApproximateNumberOfMessagesVisible", 1,
+            "A job reached the dead-letter queue: `tts-fleet dlq list` shows why",
+            topic, after_policy,
+        )  # fmt: skip
+        age_alarm = self._queue_alarm(
+            f"{name}-oldest-job", args.queue_name, "ApproximateAgeOfOldestMessage",
+            args.alerts.max_queue_age_minutes * 60,
+            f"A job has waited over {args.alerts.max_queue_age_minutes} min: "
+            "the fleet is too small, stuck or at maxWorkers",
+            topic, after_policy,
+        )  # fmt: skip
+        board_name = dashboard_name(args.stack)
+        aws.cloudwatch.Dashboard(
+            f"{name}-dashboard",
+            dashboard_name=board_name,
+            dashboard_body=pulumi.Output.all(
+                args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
+            ).apply(lambda values: dashboard_body(*values)),
+            opts=child,
+        )
+        if args.alerts.monthly_budget_usd is not None:
+            self._budget(name, args, topic, after_policy)
+        self.alerts_topic_arn = topic.arn
+        self.dashboard_name = pulumi.Output.from_input(board_name)
+        self.dashboard_url = pulumi.Output.from_input(args.region).apply(
+            lambda region: dashboard_url(region, board_name)
+        )
+        self.dlq_alarm_name = dlq_alarm.name
+        self.queue_age_alarm_name = age_alarm.name
+        self.register_outputs(
+            {
+                "alerts_topic_arn": self.alerts_topic_arn,
+                "dashboard_name": self.dashboard_name,
+                "dashboard_url": self.dashboard_url,
+                "dlq_alarm_name": self.dlq_alarm_name,
+                "queue_age_alarm_name": self.queue_age_alarm_name,
+            }
+        )
+
+    def _queue_alarm(
+        self,
+        name: str,
+        queue_name: pulumi.Input[str],
+        metric: str,
+        threshold: int,
+        description: str,
+        topic: aws.sns.Topic,
+        opts: pulumi.ResourceOptions,
+    ) -> aws.cloudwatch.MetricAlarm:
+        return aws.cloudwatch.MetricAlarm(
+            name,
+            alarm_description=description,
+            namespace="AWS/SQS",
+            metric_name=metric,
+            dimensions={"QueueName": queue_name},
+            statistic="Maximum",
+            period=PERIOD_SECONDS,
+            evaluation_periods=1,
+            threshold=threshold,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            treat_missing_data="notBreaching",  # no metric: no messages
+            alarm_actions=[topic.arn],
+            ok_actions=[topic.arn],
+            opts=opts,
+        )
+
+    def _budget(
+        self, name: str, args: ObservabilityArgs, topic: aws.sns.Topic, opts: pulumi.ResourceOptions
+    ) -> aws.budgets.Budget:
+        # Budgets checks at creation that it may publish, hence after the topic policy.
+        return aws.budgets.Budget(
+            f"{name}-budget",
+            budget_type="COST",
+            time_unit="MONTHLY",
+            limit_amount=f"{args.alerts.monthly_budget_usd:.2f}",
+            limit_unit="USD",
+            cost_filters=[{"name": "TagKeyValue", "values": [budget_filter_value(args.stack)]}],
+            notifications=[
+                {
+                    "comparison_operator": "GREATER_THAN",
+                    "threshold": percent,
+                    "threshold_type": "PERCENTAGE",
+                    "notification_type": "ACTUAL",
+                    "subscriber_sns_topic_arns": [topic.arn],
+                }
+                for percent in BUDGET_THRESHOLDS_PERCENT
+            ],
+            opts=opts,
+        )

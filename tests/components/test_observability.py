@@ -1,0 +1,245 @@
+"""Observability under recording mocks, and its pure helpers table-driven.
+
+What a mock cannot prove: that SNS, KMS, CloudWatch and Budgets accept these requests (the
+key and topic policies, the dashboard body's schema, the budget's tag filter); that is
+`pulumi preview`/`up` against AWS. These tests pin what the engine would send.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.config import StackConfig
+from components.observability import (
+    Observability,
+    ObservabilityArgs,
+    budget_filter_value,
+    dashboard_body,
+    dashboard_name,
+    dashboard_url,
+)
+from tests.pulumi_harness import ACCOUNT, REGION, RecordingMocks, run_program, stack_config
+
+COMPONENT = "tts-fleet:observability:Observability"
+KEY = "aws:kms/key:Key"
+TOPIC = "aws:sns/topic:Topic"
+TOPIC_POLICY = "aws:sns/topicPolicy:TopicPolicy"
+SUBSCRIPTION = "aws:sns/topicSubscription:TopicSubscription"
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
+BUDGET = "aws:budgets/budget:Budget"
+TOPIC_ARN = f"arn:aws:sns:{REGION}:{ACCOUNT}:obs-alerts"
+
+
+def run(config: dict[str, Any], stack: str = "dev") -> tuple[RecordingMocks, dict[str, str]]:
+    outputs: dict[str, str] = {}
+
+    def program() -> None:
+        cfg = StackConfig.load()
+        component = Observability(
+            "obs",
+            ObservabilityArgs(
+                stack=stack,
+                region=REGION,
+                queue_name=pulumi.Output.from_input("tts-jobs"),
+                dlq_name="tts-dlq",
+                cluster_name="tts-cluster",
+                service_name="tts-workers",
+                alerts=cfg.alerts,
+            ),
+        )
+        component.dashboard_url.apply(lambda url: outputs.setdefault("dashboard_url", url))
+        component.alerts_topic_arn.apply(lambda arn: outputs.setdefault("topic", arn))
+
+    return run_program(program, config, stack), outputs
+
+
+def alarm(mocks: RecordingMocks, name: str) -> dict[str, Any]:
+    (found,) = [r for r in mocks.of_type(ALARM) if r.name == name]
+    return found.inputs
+
+
+def test_default_resources_and_outputs() -> None:
+    mocks, outputs = run({})
+    assert mocks.counts() == {
+        COMPONENT: 1, KEY: 1, TOPIC: 1, TOPIC_POLICY: 1, ALARM: 2, DASHBOARD: 1
+    }  # fmt: skip
+    assert outputs == {
+        "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home"
+        "?region=us-east-1#dashboards:name=tts-fleet-dev",
+        "topic": TOPIC_ARN,
+    }
+
+
+def test_topic_is_encrypted_with_a_key_alarms_and_budgets_may_use() -> None:
+    mocks, _ = run({})
+    key = mocks.one(KEY).inputs
+    assert key["enableKeyRotation"] is True
+    statements = {s["Sid"]: s for s in json.loads(key["policy"])["Statement"]}
+    publish = statements["AlarmsAndBudgetsPublish"]
+    assert publish["Principal"] == {
+        "Service": ["cloudwatch.amazonaws.com", "budgets.amazonaws.com"]
+    }
+    assert publish["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert statements["AccountAdministers"]["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}
+    assert mocks.one(TOPIC).inputs == {
+        "kmsMasterKeyId": f"arn:aws:kms:{REGION}:{ACCOUNT}:obs-alerts-key"
+    }
+    policy = mocks.one(TOPIC_POLICY).inputs
+    assert policy["arn"] == TOPIC_ARN
+    topic_statements = {s["Sid"]: s for s in json.loads(policy["policy"])["Statement"]}
+    assert topic_statements["AlarmsAndBudgetsPublish"]["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": ACCOUNT}
+    }
+    deny = topic_statements["DenyInsecureTransport"]
+    assert (deny["Effect"], deny["Resource"]) == ("Deny", TOPIC_ARN)
+
+
+def test_email_subscription_only_when_configured() -> None:
+    mocks, _ = run(stack_config({"alerts": {"email": "oncall@example.com"}}))
+    assert mocks.one(SUBSCRIPTION).inputs == {
+        "topic": TOPIC_ARN,
+        "protocol": "email",
+        "endpoint": "oncall@example.com",
+    }
+    assert run({})[0].of_type(SUBSCRIPTION) == []
+
+
+def test_dlq_alarm_fires_on_any_visible_message() -> None:
+    mocks, _ = run({})
+    assert alarm(mocks, "obs-dlq-messages") == {
+        "alarmDescription": "A job reached the dead-letter queue: `tts-fleet dlq list` shows why",
+        "namespace": "AWS/SQS",
+        "metricName": "ApproximateNumberOfMessagesVisible",
+        "dimensions": {"QueueName": "tts-dlq"},
+        "statistic": "Maximum",
+        "period": 60,
+        "evaluationPeriods": 1,
+        "threshold": 1,
+        "comparisonOperator": "GreaterThanOrEqualToThreshold",
+        "treatMissingData": "notBreaching",
+        "alarmActions": [TOPIC_ARN],
+        "okActions": [TOPIC_ARN],
+    }
+
+
+@pytest.mark.parametrize(("config", "seconds"), [({}, 3600), ({"maxQueueAgeMinutes": 15}, 900)])
+def test_oldest_message_alarm_threshold_follows_config(config: dict, seconds: int) -> None:
+    mocks, _ = run(stack_config({"alerts": config}) if config else {})
+    age = alarm(mocks, "obs-oldest-job")
+    assert age["metricName"] == "ApproximateAgeOfOldestMessage"
+    assert age["dimensions"] == {"QueueName": "tts-jobs"}
+    assert age["threshold"] == seconds
+    assert age["comparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert age["alarmActions"] == [TOPIC_ARN]
+
+
+def test_budget_filters_on_the_stack_cost_tag_and_notifies_at_80_and_100_percent() -> None:
+    mocks, _ = run(stack_config({"alerts": {"monthlyBudgetUsd": 750}}), stack="prod")
+    budget = mocks.one(BUDGET).inputs
+    assert budget["budgetType"] == "COST"
+    assert budget["timeUnit"] == "MONTHLY"
+    assert (budget["limitAmount"], budget["limitUnit"]) == ("750.00", "USD")
+    assert budget["costFilters"] == [
+        {"name": "TagKeyValue", "values": ["user:tts-fleet:stack$prod"]}
+    ]
+    assert [
+        (n["threshold"], n["thresholdType"], n["notificationType"], n["comparisonOperator"])
+        for n in budget["notifications"]
+    ] == [
+        (80, "PERCENTAGE", "ACTUAL", "GREATER_THAN"),
+        (100, "PERCENTAGE", "ACTUAL", "GREATER_THAN"),
+    ]
+    assert all(n["subscriberSnsTopicArns"] == [TOPIC_ARN] for n in budget["notifications"])
+    assert run({})[0].of_type(BUDGET) == []
+
+
+def test_dashboard_resource_carries_the_helper_body() -> None:
+    mocks, _ = run({})
+    board = mocks.one(DASHBOARD).inputs
+    assert board["dashboardName"] == "tts-fleet-dev"
+    expected = dashboard_body(REGION, "tts-jobs", "tts-dlq", "tts-cluster", "tts-workers")
+    assert board["dashboardBody"] == expected
+
+
+def metric_rows(body: str) -> list[list]:
+    return [row for w in json.loads(body)["widgets"] for row in w["properties"]["metrics"]]
+
+
+def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> None:
+    body = dashboard_body("eu-west-1", "jobs-q", "dlq-q", "gpu-cluster", "workers")
+    document = json.loads(body)
+    assert len(document["widgets"]) == 6
+    assert {w["properties"]["region"] for w in document["widgets"]} == {"eu-west-1"}
+    rows = metric_rows(body)
+    assert [
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "QueueName",
+        "jobs-q",
+        {"id": "visible"},
+    ] in rows
+    assert [
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        "QueueName",
+        "dlq-q",
+        {"label": "DLQ"},
+    ] in rows
+    assert [
+        {"expression": "visible + notVisible", "label": "Outstanding", "id": "outstanding"}
+    ] in rows
+    ecs = [r[:6] for r in rows if r[0] == "ECS/ContainerInsights"]
+    assert [
+        "ECS/ContainerInsights",
+        "DesiredTaskCount",
+        "ClusterName",
+        "gpu-cluster",
+        "ServiceName",
+        "workers",
+    ] in ecs
+    assert [
+        "ECS/ContainerInsights",
+        "RunningTaskCount",
+        "ClusterName",
+        "gpu-cluster",
+        "ServiceName",
+        "workers",
+    ] in ecs
+    # The worker's EMF metrics carry no dimensions: namespace, name, options only.
+    own = {r[1] for r in rows if r[0] == "TtsFleet"}
+    assert own == {
+        "JobsCompleted",
+        "JobsFailed",
+        "SynthSeconds",
+        "AudioSeconds",
+        "QueueWaitSeconds",
+    }
+    assert all(len(r) == 3 and isinstance(r[2], dict) for r in rows if r[0] == "TtsFleet")
+
+
+def test_dashboard_widgets_tile_without_overlap() -> None:
+    widgets = json.loads(dashboard_body("us-east-1", "q", "d", "c", "s"))["widgets"]
+    cells = {(w["x"], w["y"]) for w in widgets}
+    assert len(cells) == len(widgets)
+    assert all(w["x"] + w["width"] <= 24 for w in widgets)
+
+
+@pytest.mark.parametrize(
+    ("stack", "name"),
+    [("dev", "tts-fleet-dev"), ("org.prod", "tts-fleet-org-prod"), ("a_b", "tts-fleet-a_b")],
+)
+def test_dashboard_name_is_a_valid_cloudwatch_name(stack: str, name: str) -> None:
+    assert dashboard_name(stack) == name
+    assert dashboard_url("eu-west-1", name) == (
+        "https://eu-west-1.console.aws.amazon.com/cloudwatch/home"
+        f"?region=eu-west-1#dashboards:name={name}"
+    )
+
+
+def test_budget_filter_value_uses_the_user_tag_format() -> None:
+    assert budget_filter_value("dev") == "user:tts-fleet:stack$dev"
