@@ -1,0 +1,199 @@
+"""GpuCapacity: the ECS cluster and the ECS Managed Instances capacity provider for GPU hosts.
+
+The capacity provider is attached through its own `cluster` argument. It is deliberately NOT
+also listed in `aws.ecs.ClusterCapacityProviders`: PutClusterCapacityProviders rejects Managed
+Instances providers and pulumi-aws#6061 fails while the provider is not yet ACTIVE.
+
+Managed Instances needs two roles: an infrastructure role ECS assumes to launch and terminate
+hosts, and an instance profile for the hosts' ECS agent. The AWS managed policies below are
+the ones the ECS developer guide names for Managed Instances; their ARNs (no `service-role/`
+path) could not be checked against AWS from this machine — `pulumi preview` will say if wrong.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict
+
+from components.config import GpuConfig
+
+INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
+INSTANCE_POLICY = "AmazonECSInstanceRolePolicyForManagedInstances"
+# The managed infrastructure policy scopes iam:PassRole to role/ecsInstanceRole*, so the
+# instance role's name must start with this (ECS guide, "Managed Instances instance profile").
+INSTANCE_ROLE_PREFIX = "ecsInstanceRole-"
+# Valid capacity_option_type values (pulumi-aws docs; mocks do not validate enums).
+ON_DEMAND = "ON_DEMAND"
+SPOT = "SPOT"
+CAPACITY_OPTION = {"on-demand": ON_DEMAND, "spot": SPOT}
+AUTO_REPAIR_ENABLED = "ENABLED"
+MIB_PER_GIB = 1024
+HTTPS = 443
+
+
+def managed_policy_arn(name: str) -> str:
+    return f"arn:aws:iam::aws:policy/{name}"
+
+
+def instance_requirements(gpu: GpuConfig) -> dict:
+    """Attribute-based instance selection from `tts-fleet:gpu` (exact GPU count, ≥ GPU memory)."""
+    requirements: dict = {
+        "accelerator_types": ["gpu"],
+        "accelerator_manufacturers": ["nvidia"],
+        "accelerator_count": {"min": gpu.gpu_count, "max": gpu.gpu_count},
+        "accelerator_total_memory_mib": {"min": gpu.min_gpu_memory_gib * MIB_PER_GIB},
+        "vcpu_count": {"min": gpu.vcpu.min, "max": gpu.vcpu.max},
+        "memory_mib": {
+            "min": gpu.memory_gib.min * MIB_PER_GIB,
+            "max": gpu.memory_gib.max * MIB_PER_GIB,
+        },
+    }
+    if gpu.allowed_instance_types:
+        requirements["allowed_instance_types"] = list(gpu.allowed_instance_types)
+    return requirements
+
+
+def assume_role(service: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+
+
+class GpuCapacityArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    gpu: GpuConfig
+    host_idle_seconds: int
+    vpc_id: str | pulumi.Output[str]
+    subnet_ids: list[str] | pulumi.Output[list[str]]
+
+
+class GpuCapacity(pulumi.ComponentResource):
+    cluster_name: pulumi.Output[str]
+    cluster_arn: pulumi.Output[str]
+    capacity_provider_name: pulumi.Output[str]
+    security_group_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: GpuCapacityArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:capacity:GpuCapacity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster = aws.ecs.Cluster(
+            f"{name}-cluster",
+            settings=[{"name": "containerInsights", "value": "enabled"}],
+            opts=child,
+        )
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-sg",
+            vpc_id=args.vpc_id,
+            description="GPU hosts and worker tasks: no ingress, HTTPS egress only",
+            egress=[
+                {
+                    "protocol": "tcp",
+                    "from_port": HTTPS,
+                    "to_port": HTTPS,
+                    "cidr_blocks": ["0.0.0.0/0"],
+                    "description": "AWS APIs (SQS, S3, ECR, ECS, logs) and the model hub at build",
+                }
+            ],
+            opts=child,
+        )
+        infrastructure_role, profile = self._roles(name)
+        provider = aws.ecs.CapacityProvider(
+            f"{name}-gpu",
+            cluster=cluster.name,
+            managed_instances_provider={
+                "infrastructure_role_arn": infrastructure_role.arn,
+                "propagate_tags": "CAPACITY_PROVIDER",
+                "auto_repair_configuration": {"actions_status": AUTO_REPAIR_ENABLED},
+                # How long an idle GPU host (and its pulled 14 GB image) is kept for reuse.
+                "infrastructure_optimization": {"scale_in_after": args.host_idle_seconds},
+                "instance_launch_template": {
+                    "ec2_instance_profile_arn": profile.arn,
+                    "capacity_option_type": CAPACITY_OPTION[args.gpu.capacity_type],
+                    "network_configuration": {
+                        "subnets": args.subnet_ids,
+                        "security_groups": [sg.id],
+                    },
+                    "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
+                    "instance_requirements": instance_requirements(args.gpu),
+                },
+            },
+            opts=child,
+        )
+        self.cluster_name, self.cluster_arn = cluster.name, cluster.arn
+        self.capacity_provider_name = provider.name
+        self.security_group_id = sg.id
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "cluster_arn": self.cluster_arn,
+                "capacity_provider_name": self.capacity_provider_name,
+                "security_group_id": self.security_group_id,
+            }
+        )
+
+    def _roles(self, name: str) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
+        child = pulumi.ResourceOptions(parent=self)
+        instance_role = aws.iam.Role(
+            f"{name}-instance-role",
+            name_prefix=INSTANCE_ROLE_PREFIX,
+            assume_role_policy=assume_role("ec2.amazonaws.com"),
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-instance-policy",
+            role=instance_role.name,
+            policy_arn=managed_policy_arn(INSTANCE_POLICY),
+            opts=child,
+        )
+        profile = aws.iam.InstanceProfile(
+            f"{name}-instance-profile", role=instance_role.name, opts=child
+        )
+        infrastructure_role = aws.iam.Role(
+            f"{name}-infrastructure-role",
+            assume_role_policy=assume_role("ecs.amazonaws.com"),
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(
+            f"{name}-infrastructure-policy",
+            role=infrastructure_role.name,
+            policy_arn=managed_policy_arn(INFRASTRUCTURE_POLICY),
+            opts=child,
+        )
+        # Belt and braces: an explicit PassRole for exactly this instance role, so the
+        # capacity provider works even if the managed policy's name pattern changes.
+        aws.iam.RolePolicy(
+            f"{name}-infrastructure-passrole",
+            role=infrastructure_role.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": "iam:PassRole",
+                            "Resource": instance_role.arn,
+                            "Condition": {
+                                "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
+                            },
+                        }
+                    ],
+                }
+            ),
+            opts=child,
+        )
+        return infrastructure_role, profile

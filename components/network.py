@@ -1,0 +1,220 @@
+"""Network: where the GPU hosts and tasks live — `nat`, `endpoints` or `existing` (DESIGN §3.1).
+
+- `nat`: VPC, public + private subnets over `azCount` AZs, an internet gateway, NAT `single` or
+  `one-per-az`, and the free S3 gateway endpoint (ECR layers come from S3, so a 14 GB image
+  pull does not pay NAT data processing).
+- `endpoints`: private subnets only, no internet route at all; the S3 gateway endpoint plus the
+  interface endpoints (private DNS) that ECS Managed Instances hosts and tasks need.
+- `existing`: nothing is created; the given VPC and private subnets are used as they are.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict
+
+from components.config import NetworkConfig
+
+DEFAULT_CIDR = "10.0.0.0/16"
+# Each subnet is a /20 (4,091 usable addresses): private subnets take the first slots, public
+# subnets start at PUBLIC_OFFSET, so azCount ≤ 6 (config limit) never overlaps.
+SUBNET_PREFIX = 20
+PUBLIC_OFFSET = 8
+HTTPS = 443
+
+# Interface endpoints for `endpoints` mode, and why each is needed without internet egress:
+#   ecr.api, ecr.dkr  — image manifest and auth (the layers themselves come via the S3 gateway)
+#   sqs               — the worker's receive/delete/heartbeat calls
+#   logs              — awslogs driver and the worker's EMF metric lines
+#   ecs, ecs-agent, ecs-telemetry — the Managed Instances host agent registers, gets tasks and
+#                       reports metrics (Container Insights) through these three
+#   sts               — not used by the worker itself (task credentials come from the ECS agent),
+#                       but AWS SDKs and the agent resolve regional STS when refreshing role
+#                       sessions; without it a misconfigured SDK would hang instead of failing.
+INTERFACE_ENDPOINTS = (
+    "ecr.api",
+    "ecr.dkr",
+    "sqs",
+    "logs",
+    "ecs",
+    "ecs-agent",
+    "ecs-telemetry",
+    "sts",
+)
+
+
+def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
+    """(private, public) /20 CIDRs for `az_count` AZs inside `vpc_cidr`."""
+    blocks = list(ipaddress.ip_network(vpc_cidr).subnets(new_prefix=SUBNET_PREFIX))
+    private = [str(blocks[i]) for i in range(az_count)]
+    public = [str(blocks[PUBLIC_OFFSET + i]) for i in range(az_count)]
+    return private, public
+
+
+def nat_count(nat_gateways: str, az_count: int) -> int:
+    return az_count if nat_gateways == "one-per-az" else 1
+
+
+class NetworkArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    config: NetworkConfig
+    cidr: str = DEFAULT_CIDR
+
+
+class Network(pulumi.ComponentResource):
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: pulumi.Output[list[str]]
+
+    def __init__(
+        self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:network:Network", name, None, opts)
+        self._name = name
+        self._args = args
+        self._region: pulumi.Output[str] | None = None
+        cfg = args.config
+        if cfg.mode == "existing":
+            self.vpc_id = pulumi.Output.from_input(cfg.vpc_id)
+            self.private_subnet_ids = pulumi.Output.from_input(list(cfg.subnet_ids))
+        else:
+            self._build_vpc(cfg)
+        self.register_outputs(
+            {"vpc_id": self.vpc_id, "private_subnet_ids": self.private_subnet_ids}
+        )
+
+    def _child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self)
+
+    def _build_vpc(self, cfg: NetworkConfig) -> None:
+        name, child = self._name, self._child()
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=self._args.cidr,
+            enable_dns_support=True,  # interface endpoints' private DNS needs both
+            enable_dns_hostnames=True,
+            tags={"Name": f"{name}-vpc"},
+            opts=child,
+        )
+        azs = aws.get_availability_zones_output(
+            state="available", opts=pulumi.InvokeOptions(parent=self)
+        ).names
+        private_cidrs, public_cidrs = subnet_cidrs(self._args.cidr, cfg.az_count)
+        private = [
+            self._subnet(f"private-{i}", vpc, cidr, azs[i]) for i, cidr in enumerate(private_cidrs)
+        ]
+        if cfg.mode == "nat":
+            public = [
+                self._subnet(f"public-{i}", vpc, cidr, azs[i])
+                for i, cidr in enumerate(public_cidrs)
+            ]
+            tables = self._nat_routing(vpc, public, len(private), cfg.nat_gateways)
+        else:
+            tables = [aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, opts=child)]
+            self._interface_endpoints(vpc, private)
+        for i, subnet in enumerate(private):
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{i}-rta",
+                subnet_id=subnet.id,
+                route_table_id=tables[i % len(tables)].id,
+                opts=child,
+            )
+        aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=self._service("s3"),
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[t.id for t in tables],
+            opts=child,
+        )
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private])
+
+    def _subnet(
+        self, suffix: str, vpc: aws.ec2.Vpc, cidr: str, az: pulumi.Input[str]
+    ) -> aws.ec2.Subnet:
+        return aws.ec2.Subnet(
+            f"{self._name}-{suffix}",
+            vpc_id=vpc.id,
+            cidr_block=cidr,
+            availability_zone=az,
+            map_public_ip_on_launch=False,  # nothing here needs a public address
+            tags={"Name": f"{self._name}-{suffix}"},
+            opts=self._child(),
+        )
+
+    def _service(self, short: str) -> pulumi.Output[str]:
+        if self._region is None:
+            self._region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
+        return self._region.apply(lambda r: f"com.amazonaws.{r}.{short}")
+
+    def _nat_routing(
+        self, vpc: aws.ec2.Vpc, public: list[aws.ec2.Subnet], az_count: int, mode: str
+    ) -> list[aws.ec2.RouteTable]:
+        """IGW + public route table + NAT gateways; returns one private table per NAT."""
+        name, child = self._name, self._child()
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, opts=child)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            opts=child,
+        )
+        for i, subnet in enumerate(public):
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{i}-rta",
+                subnet_id=subnet.id,
+                route_table_id=public_rt.id,
+                opts=child,
+            )
+        tables = []
+        for i in range(nat_count(mode, az_count)):
+            eip = aws.ec2.Eip(f"{name}-nat-{i}-eip", domain="vpc", opts=child)
+            nat = aws.ec2.NatGateway(
+                f"{name}-nat-{i}",
+                allocation_id=eip.id,
+                subnet_id=public[i].id,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+            )
+            tables.append(
+                aws.ec2.RouteTable(
+                    f"{name}-private-{i}-rt",
+                    vpc_id=vpc.id,
+                    routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
+                    opts=child,
+                )
+            )
+        return tables
+
+    def _interface_endpoints(self, vpc: aws.ec2.Vpc, private: list[aws.ec2.Subnet]) -> None:
+        name, child = self._name, self._child()
+        # The endpoints' own SG: HTTPS in from this VPC only. The worker SG still has no ingress.
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-endpoints-sg",
+            vpc_id=vpc.id,
+            description="VPC interface endpoints: HTTPS from inside the VPC only",
+            ingress=[
+                {
+                    "protocol": "tcp",
+                    "from_port": HTTPS,
+                    "to_port": HTTPS,
+                    "cidr_blocks": [vpc.cidr_block],
+                    "description": "HTTPS from the VPC",
+                }
+            ],
+            opts=child,
+        )
+        for short in INTERFACE_ENDPOINTS:
+            aws.ec2.VpcEndpoint(
+                f"{name}-{short.replace('.', '-')}",
+                vpc_id=vpc.id,
+                service_name=self._service(short),
+                vpc_endpoint_type="Interface",
+                private_dns_enabled=True,
+                subnet_ids=[s.id for s in private],
+                security_group_ids=[sg.id],
+                opts=child,
+            )

@@ -1,0 +1,127 @@
+"""Platform: the whole stack from one StackConfig — the only thing `__main__.py` builds.
+
+Composes Network → JobQueue, OutputBucket, WorkerImage → GpuCapacity → WorkerService, and
+exposes what users and the operator tools need as Outputs.
+"""
+
+from __future__ import annotations
+
+import pulumi
+from pydantic import BaseModel, ConfigDict
+
+from components.capacity import GpuCapacity, GpuCapacityArgs
+from components.config import StackConfig
+from components.image import WorkerImage, WorkerImageArgs
+from components.network import Network, NetworkArgs
+from components.queue import JobQueue, JobQueueArgs
+from components.service import WorkerService, WorkerServiceArgs
+from components.storage import OutputBucket, OutputBucketArgs
+
+
+class PlatformArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    config: StackConfig
+    stack: str
+    worker_dir: str
+
+
+class Platform(pulumi.ComponentResource):
+    queue_url: pulumi.Output[str]
+    queue_arn: pulumi.Output[str]
+    queue_name: pulumi.Output[str]
+    dlq_url: pulumi.Output[str]
+    dlq_arn: pulumi.Output[str]
+    dlq_name: pulumi.Output[str]
+    producer_policy_arn: pulumi.Output[str]
+    bucket_name: pulumi.Output[str]
+    bucket_arn: pulumi.Output[str]
+    cluster_name: pulumi.Output[str]
+    cluster_arn: pulumi.Output[str]
+    service_name: pulumi.Output[str]
+    image_uri: pulumi.Output[str]
+    log_group_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:platform:Platform", name, None, opts)
+        cfg, child = args.config, pulumi.ResourceOptions(parent=self)
+        network = Network(f"{name}-network", NetworkArgs(config=cfg.network), opts=child)
+        queue = JobQueue(
+            f"{name}-queue",
+            JobQueueArgs(config=cfg.queue, producer_principal_arns=cfg.producers.principal_arns),
+            opts=child,
+        )
+        bucket = OutputBucket(
+            f"{name}-outputs", OutputBucketArgs(expire_days=cfg.outputs.expire_days), opts=child
+        )
+        image = WorkerImage(
+            f"{name}-image",
+            WorkerImageArgs(
+                image=cfg.worker.image, worker_dir=args.worker_dir, model=cfg.worker.model
+            ),
+            opts=child,
+        )
+        capacity = GpuCapacity(
+            f"{name}-capacity",
+            GpuCapacityArgs(
+                gpu=cfg.gpu,
+                host_idle_seconds=cfg.scaling.host_idle_seconds,
+                vpc_id=network.vpc_id,
+                subnet_ids=network.private_subnet_ids,
+            ),
+            opts=child,
+        )
+        service = WorkerService(
+            f"{name}-worker",
+            WorkerServiceArgs(
+                worker=cfg.worker,
+                queue=cfg.queue,
+                gpu_count=cfg.gpu.gpu_count,
+                min_memory_gib=cfg.gpu.memory_gib.min,
+                cluster_arn=capacity.cluster_arn,
+                cluster_name=capacity.cluster_name,
+                capacity_provider_name=capacity.capacity_provider_name,
+                subnet_ids=network.private_subnet_ids,
+                security_group_id=capacity.security_group_id,
+                image_uri=image.image_uri,
+                repository_arns=image.repository_arns,
+                queue_url=queue.queue_url,
+                queue_arn=queue.queue_arn,
+                dlq_url=queue.dlq_url,
+                dlq_arn=queue.dlq_arn,
+                bucket_name=bucket.bucket_name,
+                bucket_arn=bucket.bucket_arn,
+            ),
+            opts=child,
+        )
+        # ── Wiring point for the lead: QueueAutoscaling (components/autoscaling.py) and the
+        # observability component (components/observability.py) go here, built from
+        # `cfg.scaling` / `cfg.alerts` and the queue, cluster and service outputs above
+        # (queue.queue_name, capacity.cluster_name, service.service_name, ...). Not imported
+        # here on purpose: another engineer owns them.
+        self.queue_url, self.queue_arn, self.queue_name = (
+            queue.queue_url,
+            queue.queue_arn,
+            queue.queue_name,
+        )
+        self.dlq_url, self.dlq_arn, self.dlq_name = queue.dlq_url, queue.dlq_arn, queue.dlq_name
+        self.producer_policy_arn = queue.producer_policy_arn
+        self.bucket_name, self.bucket_arn = bucket.bucket_name, bucket.bucket_arn
+        self.cluster_name, self.cluster_arn = capacity.cluster_name, capacity.cluster_arn
+        self.service_name = service.service_name
+        self.image_uri = image.image_uri
+        self.log_group_name = service.log_group_name
+        self.register_outputs(
+            {
+                "queue_url": self.queue_url,
+                "dlq_url": self.dlq_url,
+                "producer_policy_arn": self.producer_policy_arn,
+                "bucket_name": self.bucket_name,
+                "cluster_name": self.cluster_name,
+                "service_name": self.service_name,
+                "image_uri": self.image_uri,
+                "log_group_name": self.log_group_name,
+            }
+        )

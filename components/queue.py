@@ -1,0 +1,131 @@
+"""JobQueue: the jobs queue, its DLQ with redrive, TLS-only policies and a producer policy.
+
+Both queues use SQS-managed SSE. The queue policy denies any request that is not over TLS and,
+when `producers.principalArns` is set, allows exactly those principals to SendMessage. Same-
+account callers get access through the exported producer policy (SendMessage + GetQueueUrl on
+this queue only), so nothing else in the account can write jobs unless someone attaches it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict
+
+from components.config import QueueConfig
+
+SECONDS_PER_DAY = 86_400
+
+
+def deny_insecure_transport(resource: pulumi.Input[str], actions: str) -> dict:
+    """The statement every queue and bucket policy carries: no request without TLS."""
+    return {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": actions,
+        "Resource": resource,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
+def redrive_policy(dlq_arn: str, max_receive_count: int) -> str:
+    return json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count})
+
+
+class JobQueueArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    config: QueueConfig
+    producer_principal_arns: tuple[str, ...] = ()
+
+
+class JobQueue(pulumi.ComponentResource):
+    queue_url: pulumi.Output[str]
+    queue_arn: pulumi.Output[str]
+    queue_name: pulumi.Output[str]
+    dlq_url: pulumi.Output[str]
+    dlq_arn: pulumi.Output[str]
+    dlq_name: pulumi.Output[str]
+    producer_policy_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: JobQueueArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:queue:JobQueue", name, None, opts)
+        cfg, child = args.config, pulumi.ResourceOptions(parent=self)
+        dlq = aws.sqs.Queue(
+            f"{name}-dlq",
+            message_retention_seconds=cfg.dlq_retention_days * SECONDS_PER_DAY,
+            sqs_managed_sse_enabled=True,
+            opts=child,
+        )
+        queue = aws.sqs.Queue(
+            f"{name}-jobs",
+            visibility_timeout_seconds=cfg.visibility_timeout_seconds,
+            message_retention_seconds=cfg.retention_days * SECONDS_PER_DAY,
+            receive_wait_time_seconds=20,  # long polling by default for every consumer
+            sqs_managed_sse_enabled=True,
+            redrive_policy=dlq.arn.apply(lambda arn: redrive_policy(arn, cfg.max_receive_count)),
+            opts=child,
+        )
+        aws.sqs.QueuePolicy(
+            f"{name}-jobs-policy",
+            queue_url=queue.url,
+            policy=pulumi.Output.json_dumps(
+                self._queue_policy(queue.arn, args.producer_principal_arns)
+            ),
+            opts=child,
+        )
+        aws.sqs.QueuePolicy(
+            f"{name}-dlq-policy",
+            queue_url=dlq.url,
+            policy=pulumi.Output.json_dumps(self._queue_policy(dlq.arn, ())),
+            opts=child,
+        )
+        producer = aws.iam.Policy(
+            f"{name}-producer",
+            description="Send jobs to this tts-fleet queue (attach to producers)",
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                            "Resource": queue.arn,
+                        }
+                    ],
+                }
+            ),
+            opts=child,
+        )
+        self.queue_url, self.queue_arn, self.queue_name = queue.url, queue.arn, queue.name
+        self.dlq_url, self.dlq_arn, self.dlq_name = dlq.url, dlq.arn, dlq.name
+        self.producer_policy_arn = producer.arn
+        self.register_outputs(
+            {
+                "queue_url": self.queue_url,
+                "queue_arn": self.queue_arn,
+                "dlq_url": self.dlq_url,
+                "dlq_arn": self.dlq_arn,
+                "producer_policy_arn": self.producer_policy_arn,
+            }
+        )
+
+    @staticmethod
+    def _queue_policy(arn: pulumi.Output[str], principals: tuple[str, ...]) -> dict:
+        statements = [deny_insecure_transport(arn, "sqs:*")]
+        if principals:
+            statements.append(
+                {
+                    "Sid": "AllowProducers",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": list(principals)},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn,
+                }
+            )
+        return {"Version": "2012-10-17", "Statement": statements}

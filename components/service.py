@@ -1,0 +1,184 @@
+"""WorkerService: the GPU task definition, its two roles, its log group and the ECS service.
+
+One container runs vLLM-Omni (the model server on 127.0.0.1:8091) and the worker
+(`worker/entrypoint.sh`). The service starts at desired count 0 and ignores `desiredCount`
+afterwards: QueueAutoscaling owns it, and `pulumi up` must not reset a running fleet to 0.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict, Field
+
+from components.capacity import assume_role
+from components.config import QueueConfig, WorkerConfig
+from components.service_policies import (
+    CONTAINER_NAME,
+    execution_policy,
+    task_policy,
+    task_protection_arn,
+)
+
+SPEECH_PORT = 8091
+LOG_RETENTION_DAYS = 30
+# Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
+# and the OS (a hard limit equal to host memory would never be placed).
+MEMORY_RESERVATION_FRACTION = 0.75
+
+
+def worker_environment(
+    worker: WorkerConfig,
+    queue: QueueConfig,
+    *,
+    queue_url: str,
+    dlq_url: str,
+    bucket: str,
+    region: str,
+) -> list[dict[str, str]]:
+    """The env contract of `python -m worker` (DESIGN §3.4)."""
+    values = {
+        "QUEUE_URL": queue_url,
+        "DLQ_URL": dlq_url,
+        "OUTPUT_BUCKET": bucket,
+        "OUTPUT_PREFIX": "",
+        "SPEECH_URL": f"http://127.0.0.1:{SPEECH_PORT}",
+        "SPEECH_MODEL": worker.model,
+        "CONCURRENCY": str(worker.concurrency),
+        "VISIBILITY_TIMEOUT": str(queue.visibility_timeout_seconds),
+        "MAX_TEXT_CHARS": str(worker.max_text_chars),
+        "STOP_TIMEOUT_SECONDS": str(worker.stop_timeout_seconds),
+        "AWS_REGION": region,
+    }
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+class WorkerServiceArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    worker: WorkerConfig
+    queue: QueueConfig
+    gpu_count: int = Field(ge=1)
+    min_memory_gib: int = Field(ge=1)
+    cluster_arn: str | pulumi.Output[str]
+    cluster_name: str | pulumi.Output[str]
+    capacity_provider_name: str | pulumi.Output[str]
+    subnet_ids: list[str] | pulumi.Output[list[str]]
+    security_group_id: str | pulumi.Output[str]
+    image_uri: str | pulumi.Output[str]
+    repository_arns: list[str] | pulumi.Output[list[str]]
+    queue_url: str | pulumi.Output[str]
+    queue_arn: str | pulumi.Output[str]
+    dlq_url: str | pulumi.Output[str]
+    dlq_arn: str | pulumi.Output[str]
+    bucket_name: str | pulumi.Output[str]
+    bucket_arn: str | pulumi.Output[str]
+
+
+class WorkerService(pulumi.ComponentResource):
+    service_name: pulumi.Output[str]
+    log_group_name: pulumi.Output[str]
+    task_definition_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: WorkerServiceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:service:WorkerService", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        logs = aws.cloudwatch.LogGroup(
+            f"{name}-logs", retention_in_days=LOG_RETENTION_DAYS, opts=child
+        )
+        execution_role = self._role(
+            name, "execution", execution_policy(args.repository_arns, logs.arn)
+        )
+        protection = task_protection_arn(args.cluster_arn, args.cluster_name)
+        task_role = self._role(name, "task", task_policy(args, protection))
+        task_definition = aws.ecs.TaskDefinition(
+            f"{name}-task",
+            family=f"{pulumi.get_project()}-{pulumi.get_stack()}-worker",
+            requires_compatibilities=["MANAGED_INSTANCES"],
+            network_mode="awsvpc",
+            execution_role_arn=execution_role.arn,
+            task_role_arn=task_role.arn,
+            container_definitions=self._containers(args, logs.name, args.cluster_arn),
+            opts=child,
+        )
+        service = aws.ecs.Service(
+            f"{name}-service",
+            cluster=args.cluster_arn,
+            task_definition=task_definition.arn,
+            desired_count=0,
+            capacity_provider_strategies=[
+                {"capacity_provider": args.capacity_provider_name, "weight": 1, "base": 0}
+            ],
+            network_configuration={
+                "subnets": args.subnet_ids,
+                "security_groups": [args.security_group_id],
+                "assign_public_ip": False,
+            },
+            deployment_circuit_breaker={"enable": True, "rollback": True},
+            propagate_tags="SERVICE",
+            enable_ecs_managed_tags=True,
+            # QueueAutoscaling owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCount"]),
+        )
+        self.service_name = service.name
+        self.log_group_name = logs.name
+        self.task_definition_arn = task_definition.arn
+        self.register_outputs(
+            {"service_name": self.service_name, "log_group_name": self.log_group_name}
+        )
+
+    def _role(self, name: str, kind: str, policy: dict) -> aws.iam.Role:
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-{kind}-role",
+            assume_role_policy=assume_role("ecs-tasks.amazonaws.com"),
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-{kind}-policy",
+            role=role.id,
+            policy=pulumi.Output.json_dumps(policy),
+            opts=child,
+        )
+        return role
+
+    @staticmethod
+    def _containers(
+        args: WorkerServiceArgs, log_group: pulumi.Output[str], cluster_arn: pulumi.Input[str]
+    ) -> pulumi.Output[str]:
+        def render(values: list[str]) -> str:
+            image, queue_url, dlq_url, bucket, group, arn = values
+            region = arn.split(":")[3]
+            container = {
+                "name": CONTAINER_NAME,
+                "image": image,
+                "essential": True,
+                "memoryReservation": int(args.min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION),
+                "resourceRequirements": [{"type": "GPU", "value": str(args.gpu_count)}],
+                "stopTimeout": args.worker.stop_timeout_seconds,
+                "environment": worker_environment(
+                    args.worker,
+                    args.queue,
+                    queue_url=queue_url,
+                    dlq_url=dlq_url,
+                    bucket=bucket,
+                    region=region,
+                ),
+                "logConfiguration": {
+                    "logDriver": "awslogs",
+                    "options": {
+                        "awslogs-group": group,
+                        "awslogs-region": region,
+                        "awslogs-stream-prefix": "worker",
+                    },
+                },
+            }
+            return json.dumps([container])
+
+        return pulumi.Output.all(
+            args.image_uri, args.queue_url, args.dlq_url, args.bucket_name, log_group, cluster_arn
+        ).apply(render)

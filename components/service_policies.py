@@ -1,0 +1,115 @@
+"""IAM documents of WorkerService, scoped to this stack's own ARNs (DESIGN §7.4).
+
+Kept beside service.py so the component stays small and the documents can be tested as data.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pulumi
+
+if TYPE_CHECKING:
+    from components.service import WorkerServiceArgs
+
+CONTAINER_NAME = "worker"
+# Where the worker writes (DESIGN §3.3); the task role may touch nothing else in the bucket.
+OUTPUT_PREFIXES = ("outputs/", "failures/")
+ECR_PULL_ACTIONS = [
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:GetDownloadUrlForLayer",
+]
+
+
+def task_protection_arn(
+    cluster_arn: pulumi.Input[str], cluster_name: pulumi.Input[str]
+) -> pulumi.Output[str]:
+    """`arn:<partition>:ecs:<region>:<account>:task/<clusterName>/*` from the cluster's ARN."""
+
+    def render(values: list[str]) -> str:
+        arn, name = values
+        _, partition, _, region, account = arn.split(":")[:5]
+        return f"arn:{partition}:ecs:{region}:{account}:task/{name}/*"
+
+    return pulumi.Output.all(cluster_arn, cluster_name).apply(render)
+
+
+def execution_policy(
+    repository_arns: pulumi.Input[list[str]], log_group_arn: pulumi.Input[str]
+) -> dict:
+    """The ECS agent's role: pull this image, write this log group."""
+    statements: list[dict] = [
+        {
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": pulumi.Output.concat(log_group_arn, ":*"),
+        },
+    ]
+
+    def pull(arns: list[str]) -> list[dict]:
+        if not arns:
+            return []  # a public registry image needs no ECR permissions
+        return [
+            # GetAuthorizationToken has no resource-level permissions; it only mints a login.
+            {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+            {"Effect": "Allow", "Action": ECR_PULL_ACTIONS, "Resource": arns},
+        ]
+
+    ecr = pulumi.Output.from_input(repository_arns).apply(pull)
+    return {
+        "Version": "2012-10-17",
+        "Statement": pulumi.Output.all(statements, ecr).apply(lambda parts: parts[0] + parts[1]),
+    }
+
+
+def task_policy(args: WorkerServiceArgs, protection_arn: pulumi.Input[str]) -> dict:
+    """The worker's role: this queue, this DLQ, two prefixes of this bucket, its own protection."""
+    objects = [pulumi.Output.concat(args.bucket_arn, "/", p, "*") for p in OUTPUT_PREFIXES]
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ConsumeJobs",
+                "Effect": "Allow",
+                "Action": [
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:GetQueueAttributes",
+                ],
+                "Resource": args.queue_arn,
+            },
+            {
+                "Sid": "DeadLetterInvalidJobs",
+                "Effect": "Allow",
+                "Action": "sqs:SendMessage",
+                "Resource": args.dlq_arn,
+            },
+            {
+                "Sid": "WriteOutputs",
+                "Effect": "Allow",
+                # HeadObject is authorised by s3:GetObject.
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": objects,
+            },
+            {
+                # Without ListBucket a HEAD of a missing manifest answers 403, not 404, and the
+                # worker could not tell "not done yet" from "denied". Limited to its prefixes.
+                "Sid": "SeeOwnPrefixes",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": args.bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in OUTPUT_PREFIXES]}},
+            },
+            {
+                # The worker holds ECS task scale-in protection while a job is in flight: it
+                # calls $ECS_AGENT_URI/task-protection/v1/state, which the agent authorises
+                # against the task role. Only this cluster's tasks.
+                "Sid": "TaskScaleInProtection",
+                "Effect": "Allow",
+                "Action": ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
+                "Resource": protection_arn,
+            },
+        ],
+    }

@@ -1,0 +1,185 @@
+"""Stack config: every rule of issue 2 with its exact message, the repo's stack files, and what
+a user sees when a stack file is wrong (one readable line, no traceback, no resource)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.config import ConfigError, StackConfig, load_stack_file
+from tests.components.stack_support import ROOT
+from tests.pulumi_harness import run_program
+
+SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers"
+SCALING_KEYS = "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules"
+EXISTING = {"mode": "existing", "vpcId": "vpc-0abc12345"}
+TWO_SUBNETS = ["subnet-0abc12345", "subnet-0def67890"]
+
+# (raw config, exact problem lines) — one row per rule in the issue, plus its neighbours.
+RULES: list[tuple[dict[str, Any], list[str]]] = [
+    (
+        {"scaling": {"minWorkers": 5, "maxWorkers": 2}},
+        ["tts-fleet:scaling.maxWorkers: must be >= minWorkers (2 < 5)"],
+    ),
+    ({"scaling": {"maxWorkers": 0}}, ["tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"]),
+    ({"scaling": {"idleMinutes": 0}}, ["tts-fleet:scaling.idleMinutes: must be >= 1 (got 0)"]),
+    (
+        {"scaling": {"idleMinutes": 1441}},
+        ["tts-fleet:scaling.idleMinutes: must be <= 1440 (got 1441)"],
+    ),
+    (
+        {"scaling": {"jobsPerWorker": 0}},
+        ["tts-fleet:scaling.jobsPerWorker: must be >= 1 (got 0)"],
+    ),
+    (
+        {"network": {"mode": "existing", "subnetIds": TWO_SUBNETS}},
+        ["tts-fleet:network.vpcId: existing mode needs a VPC id like 'vpc-0abc12345'"],
+    ),
+    (
+        {"network": {**EXISTING, "subnetIds": TWO_SUBNETS[:1]}},
+        [
+            "tts-fleet:network.subnetIds: existing mode needs at least 2 private subnet ids "
+            "in different AZs (got 1)"
+        ],
+    ),
+    (
+        {"queue": {"visibilityTimeoutSeconds": 29}},
+        ["tts-fleet:queue.visibilityTimeoutSeconds: must be >= 30 (got 29)"],
+    ),
+    (
+        {"queue": {"visibilityTimeoutSeconds": 43201}},
+        ["tts-fleet:queue.visibilityTimeoutSeconds: must be <= 43200 (got 43201)"],
+    ),
+    ({"queue": {"maxReceiveCount": 0}}, ["tts-fleet:queue.maxReceiveCount: must be >= 1 (got 0)"]),
+    (
+        {"queue": {"maxReceiveCount": 1001}},
+        ["tts-fleet:queue.maxReceiveCount: must be <= 1000 (got 1001)"],
+    ),
+    ({"gpu": {"gpuCount": 0}}, ["tts-fleet:gpu.gpuCount: must be >= 1 (got 0)"]),
+    ({"gpu": {"minGpuMemoryGib": 0}}, ["tts-fleet:gpu.minGpuMemoryGib: must be >= 1 (got 0)"]),
+    ({"gpu": {"vcpu": {"min": 8, "max": 4}}}, ["tts-fleet:gpu.vcpu.max: must be >= min (4 < 8)"]),
+    ({"gpu": {"vcpu": {"min": 0, "max": 4}}}, ["tts-fleet:gpu.vcpu.min: must be >= 1 (got 0)"]),
+    (
+        {"gpu": {"memoryGib": {"min": 64, "max": 32}}},
+        ["tts-fleet:gpu.memoryGib.max: must be >= min (32 < 64)"],
+    ),
+    (
+        {"gpu": {"capacityType": "reserved"}},
+        ["tts-fleet:gpu.capacityType: must be one of 'on-demand' or 'spot' (got 'reserved')"],
+    ),
+    (
+        {"network": {"mode": "vpn"}},
+        ["tts-fleet:network.mode: must be one of 'nat', 'endpoints' or 'existing' (got 'vpn')"],
+    ),
+]
+
+# The edges of every range above are accepted.
+VALID: list[dict[str, Any]] = [
+    {"scaling": {"minWorkers": 3, "maxWorkers": 3}},
+    {"scaling": {"maxWorkers": 1, "idleMinutes": 1, "jobsPerWorker": 1}},
+    {"scaling": {"idleMinutes": 1440}},
+    {"queue": {"visibilityTimeoutSeconds": 30, "maxReceiveCount": 1}},
+    {"queue": {"visibilityTimeoutSeconds": 43200, "maxReceiveCount": 1000}},
+    {"network": {**EXISTING, "subnetIds": TWO_SUBNETS}},
+    {"gpu": {"vcpu": {"min": 8, "max": 8}, "memoryGib": {"min": 32, "max": 32}, "gpuCount": 1}},
+]
+
+
+@pytest.mark.parametrize(("raw", "lines"), RULES, ids=[str(r) for r, _ in RULES])
+def test_each_rule_reports_its_exact_line(raw: dict[str, Any], lines: list[str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw(raw)
+    assert caught.value.problems == lines
+
+
+@pytest.mark.parametrize("raw", VALID, ids=[str(r) for r in VALID])
+def test_range_edges_are_accepted(raw: dict[str, Any]) -> None:
+    StackConfig.from_raw(raw)
+
+
+def test_unknown_keys_fail_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw({"scalng": {}, "scaling": {"maxWorker": 3}})
+    assert caught.value.problems == [
+        f"tts-fleet:scalng: unknown key (known: {SECTIONS}); did you mean 'scaling'?",
+        f"tts-fleet:scaling.maxWorker: unknown key (known: {SCALING_KEYS}); "
+        "did you mean 'maxWorkers'?",
+    ]
+
+
+def test_several_bad_keys_give_several_lines() -> None:
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw(
+            {
+                "scaling": {"maxWorkers": 0, "idleMinutes": 0},
+                "queue": {"maxReceiveCount": 0},
+                "network": {"mode": "existing"},
+            }
+        )
+    assert caught.value.problems == [
+        "tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)",
+        "tts-fleet:scaling.idleMinutes: must be >= 1 (got 0)",
+        "tts-fleet:queue.maxReceiveCount: must be >= 1 (got 0)",
+        "tts-fleet:network.vpcId: existing mode needs a VPC id like 'vpc-0abc12345'",
+        "tts-fleet:network.subnetIds: existing mode needs at least 2 private subnet ids "
+        "in different AZs (got 0)",
+    ]
+
+
+def test_every_stack_file_in_the_repo_validates() -> None:
+    files = sorted(ROOT.glob("Pulumi.*.yaml"))
+    assert [f.name for f in files] == ["Pulumi.dev.yaml", "Pulumi.prod.yaml"]
+    dev, prod = (load_stack_file(f) for f in files)
+    # The files' own values arrive (not just defaults).
+    assert (dev.gpu.capacity_type, dev.outputs.expire_days) == ("spot", 7)
+    assert (prod.scaling.max_workers, prod.network.nat_gateways) == (40, "one-per-az")
+
+
+def test_an_empty_stack_file_is_a_working_dev_stack(tmp_path: Path) -> None:
+    empty = tmp_path / "Pulumi.empty.yaml"
+    empty.write_text("config: {}\n")
+    assert load_stack_file(empty) == StackConfig()
+
+
+@pytest.mark.parametrize(
+    ("section", "line"),
+    [
+        (
+            "  tts-fleet:scaling:\n    maxWorker: 8\n",
+            f"tts-fleet:scaling.maxWorker: unknown key (known: {SCALING_KEYS}); "
+            "did you mean 'maxWorkers'?",
+        ),
+        (
+            "  tts-fleet:scaling:\n    maxWorkers: 0\n",
+            "tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)",
+        ),
+    ],
+    ids=["misspelled-key", "max-workers-0"],
+)
+def test_a_bad_stack_file_gives_one_readable_line(tmp_path: Path, section: str, line: str) -> None:
+    path = tmp_path / "Pulumi.typo.yaml"
+    path.write_text("config:\n  aws:region: us-east-1\n" + section)
+    with pytest.raises(ConfigError) as caught:
+        load_stack_file(path)
+    assert caught.value.problems == [line]
+
+
+def test_pulumi_up_with_a_bad_key_stops_before_any_resource_with_one_line() -> None:
+    """What `pulumi up` shows: a RunError (printed without a traceback) naming the key."""
+    seen: list[str] = []
+
+    def program() -> None:
+        try:
+            runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        except pulumi.RunError as error:
+            seen.append(str(error))
+
+    mocks = run_program(program, {"tts-fleet:scaling": {"maxWorkers": 0}}, "typo")
+    assert seen == [
+        "invalid stack config for 'typo':\ntts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"
+    ]
+    assert mocks.resources == []
