@@ -1,7 +1,168 @@
-"""Placeholder until this area's issue lands its commands."""
+"""`tts-fleet local`: the whole pipeline on this machine (fleet/local.py does the work)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from rich.console import Console
+
+from components.config import ConfigError
+
+if TYPE_CHECKING:
+    from components.config import StackConfig
+    from fleet.local import LocalOptions
+    from worker.jobs import Job
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+NEXT_STEPS = (
+    "Next: try `tts-fleet local --demo 200 --max-workers 8 --cold-start-ticks 3` to see a "
+    "cold start, or deploy for real with `pulumi stack select dev && pulumi up` (README)."
+)
 
 
 def register(group: click.Group) -> None:
-    del group
+    group.add_command(local)
+
+
+@click.command()
+@click.option("--demo", type=click.IntRange(1, 10_000), help="Submit N built-in sample texts.")
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(exists=True, path_type=str),
+    help="Submit jobs from a JSONL file or a directory of .txt files.",
+)
+@click.option("--stack", help="Use Pulumi.<STACK>.yaml's config (default: the defaults).")
+@click.option("--max-workers", type=click.IntRange(1, 64), help="Override scaling.maxWorkers.")
+@click.option("--jobs-per-worker", type=click.IntRange(1), help="Override scaling.jobsPerWorker.")
+@click.option(
+    "--idle-ticks",
+    type=click.IntRange(1, 1440),
+    help="Override scaling.idleMinutes (one tick = one minute).",
+)
+@click.option(
+    "--tick",
+    type=click.FloatRange(0.05, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds per scaler tick; one tick stands for one CloudWatch minute.",
+)
+@click.option(
+    "--cold-start-ticks",
+    type=click.IntRange(0, 1000),
+    default=0,
+    show_default=True,
+    help="Ticks before a new worker starts (the seed's GPU cold start is ~13).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["espeak", "tone", "piper"]),
+    default="espeak",
+    show_default=True,
+    help="Speech server backend (tone: for load runs).",
+)
+@click.option(
+    "--speech-latency-ms",
+    type=click.FloatRange(0),
+    default=0.0,
+    help="Extra model time per request, to mimic a GPU.",
+)
+@click.option(
+    "--visibility-timeout",
+    type=click.IntRange(5, 43_200),
+    default=30,
+    show_default=True,
+    help="Queue visibility here (short, so a killed worker's job "
+    "returns quickly; the stack's value is sized for a GPU).",
+)
+@click.option(
+    "--stop-timeout",
+    type=click.FloatRange(0.5, 120),
+    default=5.0,
+    show_default=True,
+    help="Seconds a stopped worker may drain before SIGKILL.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out"),
+    show_default=True,
+    help="Where audio, manifests, timeline and logs go.",
+)
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a JSON-lines event log (one line per scaling decision).",
+)
+@click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--keep-running",
+    is_flag=True,
+    help="Stay up after the jobs (if any) for `tts-fleet submit` from elsewhere.",
+)
+def local(input_path: str | None, **kwargs: object) -> None:
+    """Run the whole pipeline here: emulated SQS/S3, espeak speech, real workers, local scaler.
+
+    Submits the jobs, scales worker processes with the same policy as the AWS alarms, and
+    when the queue has drained and the fleet is back to zero, downloads the outputs into
+    --out with a summary and out/timeline.png. Ctrl-C stops everything cleanly.
+    """
+    from fleet.local import LocalOptions, jobs_for, resolve_config
+
+    options = LocalOptions(input=input_path, **kwargs)  # type: ignore[arg-type]
+    if options.demo and options.input:
+        raise click.UsageError("give --demo or --input, not both")
+    if not (options.demo or options.input or options.keep_running):
+        raise click.UsageError("nothing to do: give --demo N, --input PATH or --keep-running")
+    try:
+        cfg = resolve_config(options)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    except FileNotFoundError as error:
+        raise click.ClickException(f"no stack file: {error.filename}") from None
+    jobs, invalid = jobs_for(options, cfg)
+    err = Console(stderr=True)
+    for line in invalid:
+        err.print(f"invalid: {line}", markup=False, highlight=False)
+    if options.input and not jobs and not options.keep_running:
+        raise click.ClickException(f"no valid jobs in {options.input}; nothing was sent")
+    _run(options, cfg, jobs, len(invalid))
+
+
+def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int) -> None:
+    from fleet.local import LocalRun, describe_env, summary_json
+    from fleet.local_view import summary_table
+
+    console = Console(stderr=options.json_output, soft_wrap=True)
+
+    def ready(run: LocalRun) -> None:
+        console.print(
+            f"emulator {run.aws.endpoint} · speech {run.speech_url} · "
+            f"{len(run.jobs)} jobs · logs in {run.log_dir}",
+            markup=False,
+            highlight=False,
+        )
+        if run.options.keep_running:
+            console.print("From another terminal:", markup=False)
+            for line in describe_env(run.connection_env()):
+                console.print(f"  {line}", markup=False, highlight=False)
+            console.print("  tts-fleet submit --input jobs.jsonl    (Ctrl-C here to stop)")
+
+    run = LocalRun(options, cfg, jobs, console)
+    try:
+        summary = run.execute(ready)
+    except RuntimeError as error:
+        raise click.ClickException(str(error)) from None
+    summary = dataclasses.replace(summary, invalid_lines=invalid)
+    if options.json_output:
+        click.echo(summary_json(summary))
+    else:
+        console.print(summary_table(summary))
+        console.print(NEXT_STEPS, markup=False, highlight=False)
+    if summary.interrupted:
+        raise SystemExit(INTERRUPTED_EXIT)
+    if not summary.ok or invalid:
+        raise SystemExit(1)

@@ -1,0 +1,77 @@
+"""The end of a local run: outputs downloaded into --out, unfinished jobs saved, the
+timeline drawn and the summary computed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fleet import local_aws
+from fleet.local_report import (
+    Summary,
+    audio_seconds,
+    latency,
+    percentile,
+    read_manifests,
+    write_timeline,
+)
+from worker.jobs import Job
+
+if TYPE_CHECKING:
+    from fleet.local import LocalRun
+
+UNFINISHED_FILE = "unfinished.jsonl"
+TIMELINE_FILE = "timeline.png"
+
+
+def write_unfinished(jobs: list[Job], done: set[str], path: Path) -> int:
+    """Jobs without an outcome, as JSONL that the next run takes with --input."""
+    left = [job for job in jobs if job.job_id not in done]
+    if left:
+        path.write_text("".join(job.body() + "\n" for job in left), encoding="utf-8")
+    elif path.exists():
+        path.unlink()  # a stale list from an earlier run would mislead
+    return len(left)
+
+
+def collect(run: LocalRun) -> Summary:
+    out = run.options.out
+    outputs = local_aws.list_keys(run.aws, "outputs/")
+    failures = local_aws.list_keys(run.aws, "failures/")
+    paths = local_aws.download(run.aws, outputs, "outputs/", out)
+    local_aws.download(run.aws, failures, "failures/", out / "failures")
+    manifests = read_manifests(paths)
+    done = {str(m.get("id")) for m in manifests}
+    failed_ids = {Path(key).stem for key in failures}
+    submitted = set(run.submitted)
+    jobs = [job for job in run.jobs if job.job_id in submitted]
+    unfinished = write_unfinished(jobs, done | failed_ids, out / UNFINISHED_FILE)
+    waits = [w for m in manifests if (w := latency(m, run.submitted_at)) is not None]
+    last = run.samples[-1] if run.samples else None
+    timeline = None
+    if run.samples:
+        title = (
+            f"tts-fleet local: {len(submitted)} jobs, maxWorkers {run.cfg.scaling.max_workers}, "
+            f"jobsPerWorker {run.cfg.scaling.jobs_per_worker}, "
+            f"idle {run.cfg.scaling.idle_minutes} ticks"
+        )
+        timeline = str(write_timeline(run.samples, out / TIMELINE_FILE, title))
+    summary = Summary(
+        submitted=len(submitted),
+        completed=len(done),
+        failed=max(len(failed_ids), last.failed if last else 0),
+        invalid_lines=0,
+        unfinished=unfinished,
+        latency_p50_s=percentile(waits, 50),
+        latency_p95_s=percentile(waits, 95),
+        audio_s=round(audio_seconds(manifests), 3),
+        worker_s=round(run.pool.worker_seconds(), 3),
+        wall_s=round(run.events.elapsed(), 3),
+        peak_workers=max((s.running for s in run.samples), default=0),
+        ticks=len(run.samples),
+        interrupted=run.interrupted,
+        out_dir=str(out),
+        timeline=timeline,
+    )
+    run.events.write("finished", **summary.to_json())
+    return summary

@@ -1,0 +1,148 @@
+"""The outcome of a local run: summary statistics from the manifests, and the timeline PNG."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fleet.local_scaler import Tick
+
+
+@dataclass(frozen=True)
+class Summary:
+    submitted: int
+    completed: int
+    failed: int
+    invalid_lines: int
+    unfinished: int
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    audio_s: float
+    worker_s: float
+    wall_s: float
+    peak_workers: int
+    ticks: int
+    interrupted: bool
+    out_dir: str
+    timeline: str | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and self.unfinished == 0 and self.failed == 0
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("jobs", f"{self.completed} done of {self.submitted} submitted"),
+            ("failed (in the DLQ)", str(self.failed)),
+        ]
+        if self.invalid_lines:
+            rows.append(("invalid input lines (not sent)", str(self.invalid_lines)))
+        if self.unfinished:
+            rows.append(("unfinished", f"{self.unfinished} (see out/unfinished.jsonl)"))
+        rows += [
+            (
+                "latency p50 / p95",
+                f"{_seconds(self.latency_p50_s)} / {_seconds(self.latency_p95_s)}",
+            ),
+            ("audio produced", f"{self.audio_s:.1f} s"),
+            ("worker-seconds used", f"{self.worker_s:.1f} s (peak {self.peak_workers} workers)"),
+            ("wall time", f"{self.wall_s:.1f} s over {self.ticks} ticks"),
+            ("outputs", self.out_dir),
+        ]
+        if self.timeline:
+            rows.append(("timeline", self.timeline))
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def latency(manifest: dict[str, Any], submitted_at: float) -> float | None:
+    """Queue wait + synthesis as the worker measured them, else finished_at - submit time."""
+    wait, synth = manifest.get("queue_wait_s"), manifest.get("synth_s")
+    if isinstance(wait, int | float) and isinstance(synth, int | float):
+        return float(wait) + float(synth)
+    finished = _epoch(manifest.get("finished_at"))
+    return None if finished is None else max(0.0, finished - submitted_at)
+
+
+def read_manifests(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    manifests = []
+    for path in paths:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                manifests.append(data)
+    return manifests
+
+
+def audio_seconds(manifests: Sequence[dict[str, Any]]) -> float:
+    return sum(float(m.get("duration_s") or 0.0) for m in manifests)
+
+
+def write_timeline(samples: Sequence[Tick], path: Path, title: str) -> Path:
+    """Backlog, in flight and completed over time above desired and running workers."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display here, and none needed
+    import matplotlib.pyplot as plt
+
+    ticks = [s.tick for s in samples]
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 5.5), dpi=110)
+    top.fill_between(
+        ticks,
+        [s.outstanding for s in samples],
+        step="post",
+        alpha=0.3,
+        label="outstanding (visible + in flight)",
+    )
+    top.step(ticks, [s.in_flight for s in samples], where="post", label="in flight")
+    top.plot(ticks, [s.completed for s in samples], label="completed", color="tab:green")
+    top.set_ylabel("jobs")
+    top.legend(loc="upper right", fontsize="small")
+    top.set_title(title, fontsize="medium")
+    bottom.step(
+        ticks, [s.desired for s in samples], where="post", linestyle="--", label="desired (policy)"
+    )
+    bottom.step(ticks, [s.running for s in samples], where="post", label="running workers")
+    bottom.step(
+        ticks, [s.pending for s in samples], where="post", alpha=0.6, label="pending (cold start)"
+    )
+    bottom.set_ylabel("workers")
+    bottom.set_xlabel("tick (one tick = one CloudWatch minute)")
+    bottom.yaxis.get_major_locator().set_params(integer=True)
+    bottom.legend(loc="upper right", fontsize="small")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
