@@ -1,0 +1,138 @@
+"""`tts-fleet scaling`: the bands a stack deploys, read from its stack file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from components.config import load_stack_file
+from fleet.cli import cli
+from fleet.policy import bands
+
+ROOT = Path(__file__).resolve().parents[1]
+ROW = re.compile(r"^\s+(\d+)\s+\[(\d+), (\d+|inf)\)\s+(\d+)-?(\d*)\+?\s+(\d+)\s")
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["scaling", "--project-dir", str(ROOT), *args])
+
+
+def table(output: str) -> list[tuple[int, int | None, int]]:
+    """(lower, upper | None, workers) per printed step row."""
+    rows = []
+    for line in output.splitlines():
+        match = ROW.match(line)
+        if match:
+            upper = None if match[3] == "inf" else int(match[3])
+            rows.append((int(match[2]), upper, int(match[6])))
+    return rows
+
+
+def test_is_registered_on_the_cli() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert "scaling" in result.output
+
+
+def test_dev_stack_prints_the_issue_bands() -> None:
+    result = invoke("--stack", "dev")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        "dev: minWorkers 0, maxWorkers 4, jobsPerWorker 8, idleMinutes 5, hostIdleSeconds 300"
+    )
+    assert table(result.output) == [(0, 8, 1), (8, 16, 2), (16, 24, 3), (24, None, 4)]
+    assert "   1  [0, 8)               1-8                  1  1          1.00x" in lines
+    assert "   4  [24, inf)            25+                  4  4          1.00x" in lines
+    assert "worst-case over-provisioning: 1.000x (exact: one step per worker count)" in lines
+    assert "idle: outstanding <= 0 for 5 x 60 s (missing data = idle) -> ExactCapacity 0" in lines
+
+
+def test_prod_stack_rows_are_the_policy_bands_and_quote_the_worst_case() -> None:
+    result = invoke("--stack", "prod")
+    assert result.exit_code == 0, result.output
+    plan = bands(load_stack_file(ROOT / "Pulumi.prod.yaml").scaling)
+    assert table(result.output) == [(b.lower, b.upper, b.capacity) for b in plan.bands]
+    assert len(plan.bands) == 20
+    assert f"worst-case over-provisioning: {plan.worst_overprovision:.3f}x (at " in result.output
+    assert "schedule: cron(0 8 ? * MON-FRI *) UTC -> min 1, max 40" in result.output
+    assert "schedule: cron(0 19 ? * MON-FRI *) UTC -> min 0, max 40" in result.output
+
+
+def test_json_document_for_prod() -> None:
+    result = invoke("--stack", "prod", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    cfg = load_stack_file(ROOT / "Pulumi.prod.yaml").scaling
+    plan = bands(cfg)
+    assert data["stack"] == "prod"
+    assert data["scaling"]["maxWorkers"] == 40
+    assert [(b["lower_bound"], b["upper_bound"], b["workers"]) for b in data["bands"]] == [
+        (b.lower, b.upper, b.capacity) for b in plan.bands
+    ]
+    assert data["worst_overprovision"] == plan.worst_overprovision
+    worst = data["worst_at"]
+    assert worst["workers"] / worst["formula"] == pytest.approx(plan.worst_overprovision)
+    for row in data["bands"]:
+        assert row["workers"] >= row["formula_max"]  # never fewer workers than the formula
+        assert row["outstanding_min"] == row["lower_bound"] + 1
+    assert [s["schedule"] for s in data["schedules"]] == [
+        "cron(0 8 ? * MON-FRI *)",
+        "cron(0 19 ? * MON-FRI *)",
+    ]
+
+
+def test_flags_override_the_stack_file() -> None:
+    result = invoke("--stack", "dev", "--max-workers", "12", "--json")
+    data = json.loads(result.output)
+    assert data["scaling"]["maxWorkers"] == 12
+    assert data["scaling"]["jobsPerWorker"] == 8  # the rest still comes from Pulumi.dev.yaml
+    assert len(data["bands"]) == 12
+    assert data["bands"][-1] == {
+        "lower_bound": 88,
+        "upper_bound": None,
+        "outstanding_min": 89,
+        "outstanding_max": None,
+        "workers": 12,
+        "formula_min": 12,
+        "formula_max": 12,
+        "overprovision": 1.0,
+    }
+
+
+def test_without_a_stack_uses_defaults_and_flags() -> None:
+    result = CliRunner().invoke(cli, ["scaling", "--max-workers", "2", "--jobs-per-worker", "3"])
+    assert result.exit_code == 0, result.output
+    assert table(result.output) == [(0, 3, 1), (3, None, 2)]
+    assert result.output.startswith("defaults: minWorkers 0, maxWorkers 2, jobsPerWorker 3,")
+
+
+def test_reads_a_stack_file_from_the_project_dir(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.team.yaml").write_text(
+        "config:\n  tts-fleet:scaling:\n    maxWorkers: 2\n    jobsPerWorker: 5\n"
+    )
+    result = CliRunner().invoke(cli, ["scaling", "--stack", "team", "--project-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert table(result.output) == [(0, 5, 1), (5, None, 2)]
+
+
+def test_missing_stack_file_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["scaling", "--stack", "qa", "--project-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    path = tmp_path / "Pulumi.qa.yaml"
+    assert result.stderr == f"error: {path}: no such stack file (stacks are Pulumi.<stack>.yaml)\n"
+
+
+def test_bad_values_name_the_key_one_line_each() -> None:
+    result = invoke("--stack", "dev", "--idle-minutes", "2000", "--jobs-per-worker", "0")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert sorted(result.stderr.splitlines()) == [
+        "error: tts-fleet:scaling.idleMinutes: must be <= 1440 (got 2000)",
+        "error: tts-fleet:scaling.jobsPerWorker: must be >= 1 (got 0)",
+    ]
