@@ -1,0 +1,298 @@
+"""Discrete-event simulation of a scaling policy on a workload trace (DESIGN §4, §6).
+
+What is modelled, and in which order:
+- arrivals from a trace join one FIFO queue; outstanding = visible + in flight;
+- CloudWatch: the minute's maximum of outstanding becomes that minute's datapoint (the alarms
+  use the Maximum statistic), published `metric_lag_s` after the minute ends;
+- at each minute boundary the real `fleet.policy.AlarmModel` evaluates the published
+  datapoints and returns the desired count, as Application Auto Scaling applies the
+  ExactCapacity step (re-applied every period while in ALARM);
+- the ECS service reconciles: new tasks take a warm host (kept `host_idle_seconds` after its
+  last task stopped: no provisioning, no pull) or launch a cold one (provisioning, pull, then
+  model load and warm-up); surplus tasks are stopped pending-first, then idle ones. Busy tasks
+  hold scale-in protection: they are never stopped, and ECS stops them once idle;
+- workers have `concurrency` slots and the profile's batching latency.
+
+Only events cost time: job completions, task/host transitions and one tick per minute
+(skipped while the fleet is at zero and nothing is queued), so 100,000 jobs take about a
+second. Deterministic: the only randomness is host provisioning jitter, from `seed`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+from fleet.policy import AlarmModel
+from fleet.sim_model import PolicySetup, Profile
+from fleet.sim_report import CostRates, Sample, SimResult, summarise
+from fleet.traces import Trace
+
+MINUTE = 60.0
+# Event kinds, in the order they run at the same instant: a finishing job frees its slot
+# before anything else looks at the queue; the minute's datapoint closes before a job that
+# arrives exactly on the boundary (it belongs to the next minute); that job reaches an idle
+# worker before the alarm evaluation, as a long-polling worker would (AAS and ECS take
+# seconds to stop a task).
+_DONE, _CLOSE, _ARRIVAL, _READY, _EXPIRE, _TICK = range(6)
+# The fleet never settles with min_workers > 0; stop this long after the trace at the latest.
+MAX_TAIL_S = 30 * 86400.0
+
+
+@dataclass
+class _Host:
+    index: int
+    launched: float
+    ready_at: float  # provisioned and image pulled
+    task: int | None = None
+    token: int = 0  # bumps on every reuse so a stale expiry event is ignored
+    gone: float | None = None
+
+
+@dataclass
+class _Task:
+    host: _Host
+    ready: bool = False
+    stopped: bool = False
+    in_flight: int = 0
+
+
+@dataclass
+class _Fleet:
+    hosts: list[_Host] = field(default_factory=list)  # every host ever launched (billing)
+    spare: dict[int, _Host] = field(default_factory=dict)  # alive, no task (warm or launching)
+    tasks: dict[int, _Task] = field(default_factory=dict)  # live (not stopped) tasks
+    next_task: int = 0
+    desired: int = 0
+    cold_starts: int = 0
+    warm_starts: int = 0
+
+
+class Simulation:
+    def __init__(self, trace: Trace, profile: Profile, policy: PolicySetup, seed: int = 0):
+        self.trace, self.profile, self.policy = trace, profile, policy
+        self.rng = random.Random(seed)
+        self.alarm = AlarmModel(policy.scaling)
+        self.arrivals = trace.arrivals
+        self.finish = [math.nan] * len(trace.arrivals)
+        self.arrived = self.started = self.done = 0
+        self.fleet = _Fleet()
+        # (time, kind, seq, payload): seq is unique, so payloads are never compared.
+        self.events: list[tuple[float, int, int, tuple[int, int]]] = []
+        self.seq = 0
+        self.free: list[tuple[int, int]] = []  # (in_flight, task id) with a free slot, lazy
+        self.series: list[float] = []  # one datapoint per minute, index = minute
+        self.minute_max = 0
+        self.samples: list[Sample] = []
+
+    # -- event plumbing --------------------------------------------------------------
+    def _push(self, time: float, kind: int, payload: tuple[int, int] = (0, 0)) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (time, kind, self.seq, payload))
+
+    def run(self) -> tuple[list[float], list[Sample], _Fleet, float]:
+        self._push(MINUTE, _CLOSE)
+        self._push(MINUTE, _TICK)
+        handlers = {
+            _DONE: self._job_done,
+            _CLOSE: self._close_minute,
+            _READY: self._task_ready,
+            _EXPIRE: self._host_expire,
+        }
+        n = len(self.arrivals)
+        while self.events:
+            time, kind, _, payload = self.events[0]
+            if self.arrived < n and (self.arrivals[self.arrived], _ARRIVAL) < (time, kind):
+                self._arrive(time, kind)
+                continue
+            heapq.heappop(self.events)
+            if kind == _TICK:
+                if self._tick(time):
+                    return self.finish, self.samples, self.fleet, time
+            else:
+                handlers[kind](time, payload)
+        raise AssertionError("the minute tick always reschedules itself")
+
+    # -- queue and workers -------------------------------------------------------------
+    def _arrive(self, until: float, kind: int) -> None:
+        """Arrivals before the next event. With jobs already waiting no slot is free, so a
+        whole stretch (a burst) is one step; otherwise one instant at a time, dispatched."""
+        side = bisect_right if kind > _ARRIVAL else bisect_left
+        limit = side(self.arrivals, until)
+        now = self.arrivals[self.arrived]
+        if self.started == self.arrived:
+            limit = min(limit, bisect_right(self.arrivals, now))
+        self.arrived = limit
+        self.minute_max = max(self.minute_max, self.arrived - self.done)
+        self._dispatch(self.arrivals[limit - 1])
+
+    def _dispatch(self, now: float) -> None:
+        concurrency = self.policy.concurrency
+        batching = self.profile.batching
+        while self.started < self.arrived and self.free:
+            in_flight, task_id = heapq.heappop(self.free)
+            task = self.fleet.tasks.get(task_id)
+            if task is None or not task.ready or task.in_flight != in_flight:
+                continue  # stale entry
+            task.in_flight += 1
+            self._push(now + batching.latency(task.in_flight), _DONE, (self.started, task_id))
+            self.started += 1
+            if task.in_flight < concurrency:
+                heapq.heappush(self.free, (task.in_flight, task_id))
+
+    def _job_done(self, now: float, payload: tuple[int, int]) -> None:
+        job, task_id = payload
+        self.finish[job] = now
+        self.done += 1
+        task = self.fleet.tasks[task_id]
+        task.in_flight -= 1
+        heapq.heappush(self.free, (task.in_flight, task_id))
+        self._dispatch(now)
+        if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
+            self._stop(now, task_id)  # protection dropped with the last job: ECS stops it now
+
+    # -- ECS service and Managed Instances -----------------------------------------------
+    def _reconcile(self, now: float) -> None:
+        fleet = self.fleet
+        for _ in range(fleet.desired - len(fleet.tasks)):
+            self._start_task(now)
+        surplus = len(fleet.tasks) - fleet.desired
+        if surplus <= 0:
+            return
+        # Pending tasks do no work: stop those first (newest first), then idle ones. Busy
+        # tasks are protected; `_job_done` stops them when their last job finishes.
+        order = sorted(fleet.tasks.items(), key=lambda kv: (kv[1].ready, -kv[0]))
+        for task_id, task in order:
+            if surplus == 0:
+                break
+            if task.in_flight == 0:
+                self._stop(now, task_id)
+                surplus -= 1
+
+    def _start_task(self, now: float) -> None:
+        fleet, profile = self.fleet, self.profile
+        placed = now + profile.task_placement_s
+        if fleet.spare:
+            # A warm host (or one still launching for a cancelled task): the readiest first.
+            host = min(fleet.spare.values(), key=lambda h: (h.ready_at, h.index))
+            del fleet.spare[host.index]
+            fleet.warm_starts += 1
+        else:
+            provisioning = profile.host_provisioning_s + self.rng.uniform(
+                0.0, profile.host_provisioning_jitter_s
+            )
+            host = _Host(len(fleet.hosts), placed, placed + provisioning + profile.pull_s)
+            fleet.hosts.append(host)
+            fleet.cold_starts += 1
+        task_id = fleet.next_task
+        fleet.next_task += 1
+        host.task = task_id
+        fleet.tasks[task_id] = _Task(host)
+        ready = max(placed, host.ready_at) + profile.model_load_s + profile.warmup_s
+        self._push(ready, _READY, (task_id, 0))
+
+    def _task_ready(self, now: float, payload: tuple[int, int]) -> None:
+        task_id = payload[0]
+        task = self.fleet.tasks.get(task_id)
+        if task is None:
+            return  # stopped while pending
+        task.ready = True
+        heapq.heappush(self.free, (0, task_id))
+        self._dispatch(now)
+        if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
+            self._stop(now, task_id)
+
+    def _stop(self, now: float, task_id: int) -> None:
+        task = self.fleet.tasks.pop(task_id)
+        assert task.in_flight == 0, "a busy task is protected from scale-in"
+        host = task.host
+        host.task = None
+        host.token += 1
+        self.fleet.spare[host.index] = host
+        keep = self.policy.host_idle_seconds
+        if keep >= 0:  # -1: Managed Instances never scales the idle host in
+            self._push(max(now, host.ready_at) + keep, _EXPIRE, (host.index, host.token))
+
+    def _host_expire(self, now: float, payload: tuple[int, int]) -> None:
+        index, token = payload
+        host = self.fleet.hosts[index]
+        if host.task is None and host.token == token:  # not reused since it went idle
+            host.gone = now
+            del self.fleet.spare[index]
+
+    # -- CloudWatch, alarms, Application Auto Scaling --------------------------------------
+    def _close_minute(self, now: float, payload: tuple[int, int]) -> None:
+        self.series.append(self.minute_max)
+        self.minute_max = self.arrived - self.done
+
+    def _tick(self, now: float) -> bool:
+        """Minute boundary: evaluate the alarms, reconcile; True when the run is over."""
+        published = max(0, math.floor((now - self.profile.metric_lag_s) / MINUTE + 1e-9))
+        window = self.series[max(0, published - self.policy.scaling.idle_minutes) : published]
+        target = self.alarm.evaluate(window, self.fleet.desired)
+        scaling = self.policy.scaling
+        self.fleet.desired = max(scaling.min_workers, min(scaling.max_workers, target))
+        self._reconcile(now)
+        self.samples.append(self._sample(now))
+        if self._finished(now):
+            return True
+        nxt = self._next_tick(now)
+        self._push(nxt, _CLOSE)
+        self._push(nxt, _TICK)
+        return False
+
+    def _sample(self, now: float) -> Sample:
+        running = sum(1 for t in self.fleet.tasks.values() if t.ready)
+        return Sample(now, self.arrived - self.done, self.fleet.desired, running, self.done)
+
+    def _finished(self, now: float) -> bool:
+        if now > self.trace.horizon_s + MAX_TAIL_S:
+            return True
+        if self.done < len(self.arrivals) or now < self.trace.horizon_s:
+            return False
+        settled = len(self.fleet.tasks) <= self.policy.scaling.min_workers
+        idle_hosts = self.policy.host_idle_seconds >= 0 and bool(self.fleet.spare)
+        return settled and self.fleet.desired == self.policy.scaling.min_workers and not idle_hosts
+
+    def _next_tick(self, now: float) -> float:
+        """The next minute, or — fleet at zero, nothing queued — the arrival's minute."""
+        nxt = now + MINUTE
+        unpublished = math.ceil(self.profile.metric_lag_s / MINUTE) + 1
+        quiet = (
+            self.minute_max == 0
+            and not any(self.series[-unpublished:])  # a late datapoint may still scale out
+            and self.arrived == self.done
+            and self.arrived < len(self.arrivals)
+            and self.fleet.desired == 0
+            and not self.fleet.tasks
+            and not self.fleet.spare
+        )
+        if not quiet:
+            return nxt
+        target = max(nxt, math.floor(self.arrivals[self.arrived] / MINUTE) * MINUTE)
+        # The skipped minutes had nothing outstanding: their datapoints are zeros.
+        self.series.extend([0] * round((target - nxt) / MINUTE))
+        self.minute_max = 0
+        return target
+
+
+def simulate(
+    trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int = 0
+) -> SimResult:
+    sim = Simulation(trace, profile, policy, seed)
+    finish, samples, fleet, end = sim.run()
+    gpu_seconds = sum((h.gone if h.gone is not None else end) - h.launched for h in fleet.hosts)
+    return summarise(
+        trace=trace,
+        profile=profile,
+        policy=policy,
+        rates=rates,
+        finish=finish,
+        samples=samples,
+        gpu_seconds=gpu_seconds,
+        end=end,
+        starts=(fleet.cold_starts, fleet.warm_starts),
+    )
