@@ -96,6 +96,11 @@ def open_stack(stack: str, project_dir: Path, create: bool) -> StackLike:
 
 def check_request(request: Request) -> None:
     """Everything decided without Pulumi: guards, then the merged stack config."""
+    if not (request.project_dir / "Pulumi.yaml").is_file():
+        raise DeployError(
+            EXIT_BAD_INPUT,
+            f"error: no Pulumi.yaml in {str(request.project_dir)!r}; pass --project-dir",
+        )
     name = request.stack.rsplit("/", 1)[-1].lower()
     if request.action == "up" and name.startswith(PROTECTED_PREFIX) and not request.yes:
         raise DeployError(

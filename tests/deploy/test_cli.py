@@ -217,3 +217,13 @@ def test_a_missing_cli_from_the_factory_is_exit_3_for_every_action(project: Path
         )
         assert result.exit_code == 3, args
         assert result.stderr.splitlines() == [MISSING_CLI]
+
+
+def test_a_directory_without_a_project_is_bad_input(tmp_path: Path) -> None:
+    factory = RecordingFactory()
+    result = invoke(factory, tmp_path, "preview", "--stack", "dev")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: no Pulumi.yaml in {str(tmp_path)!r}; pass --project-dir"
+    ]
+    assert factory.opened == []
