@@ -1,0 +1,134 @@
+"""GpuCapacity: cluster, Managed Instances capacity provider from `tts-fleet:gpu`, IAM, SG.
+
+Mocks do not validate enum values or that the AWS managed policies exist, so the accepted
+values are pinned here as literals; only `pulumi preview`/`up` prove AWS accepts them.
+"""
+
+from __future__ import annotations
+
+import json
+
+from components.capacity import ON_DEMAND, SPOT, GpuCapacity, GpuCapacityArgs
+from components.config import GpuConfig, Range
+from tests.components.stack_support import policy
+from tests.pulumi_harness import RecordingMocks, run_program
+
+PROVIDER = "aws:ecs/capacityProvider:CapacityProvider"
+ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+SUBNETS = ["subnet-0abc12345", "subnet-0def67890"]
+
+
+def build(gpu: GpuConfig, host_idle_seconds: int = 300) -> RecordingMocks:
+    args = GpuCapacityArgs(
+        gpu=gpu, host_idle_seconds=host_idle_seconds, vpc_id="vpc-0abc12345", subnet_ids=SUBNETS
+    )
+    return run_program(lambda: GpuCapacity("gpu", args))
+
+
+def test_capacity_option_constants_are_the_values_ecs_accepts() -> None:
+    assert (ON_DEMAND, SPOT) == ("ON_DEMAND", "SPOT")
+
+
+def test_capacity_provider_instance_requirements_come_from_config() -> None:
+    gpu = GpuConfig(
+        gpu_count=2,
+        min_gpu_memory_gib=40,
+        vcpu=Range(min=8, max=64),
+        memory_gib=Range(min=32, max=256),
+        capacity_type="spot",
+        allowed_instance_types=("g6e.12xlarge", "g5.12xlarge"),
+        storage_gib=250,
+    )
+    mocks = build(gpu, host_idle_seconds=900)
+    provider = mocks.one(PROVIDER).inputs
+    assert provider["cluster"] == "gpu-cluster"  # attached through its own `cluster` argument
+    managed = provider["managedInstancesProvider"]
+    template = managed["instanceLaunchTemplate"]
+    assert template["instanceRequirements"] == {
+        "acceleratorTypes": ["gpu"],
+        "acceleratorManufacturers": ["nvidia"],
+        "acceleratorCount": {"min": 2, "max": 2},
+        "acceleratorTotalMemoryMib": {"min": 40 * 1024},
+        "vcpuCount": {"min": 8, "max": 64},
+        "memoryMib": {"min": 32 * 1024, "max": 256 * 1024},
+        "allowedInstanceTypes": ["g6e.12xlarge", "g5.12xlarge"],
+    }
+    assert template["capacityOptionType"] == "SPOT"
+    assert template["storageConfiguration"] == {"storageSizeGib": 250}
+    assert template["networkConfiguration"] == {
+        "subnets": SUBNETS,
+        "securityGroups": ["gpu-sg-id"],
+    }
+    assert (
+        template["ec2InstanceProfileArn"]
+        == "arn:aws:iam:us-east-1:123456789012:gpu-instance-profile"
+    )
+    assert managed["infrastructureOptimization"] == {"scaleInAfter": 900}
+    assert managed["autoRepairConfiguration"] == {"actionsStatus": "ENABLED"}
+    assert managed["infrastructureRoleArn"] == (
+        "arn:aws:iam:us-east-1:123456789012:gpu-infrastructure-role"
+    )
+
+
+def test_defaults_are_on_demand_without_pinned_types() -> None:
+    template = (
+        build(GpuConfig())
+        .one(PROVIDER)
+        .inputs["managedInstancesProvider"]["instanceLaunchTemplate"]
+    )
+    assert template["capacityOptionType"] == "ON_DEMAND"
+    assert "allowedInstanceTypes" not in template["instanceRequirements"]
+    assert template["instanceRequirements"]["acceleratorTotalMemoryMib"] == {"min": 20 * 1024}
+
+
+def test_cluster_roles_and_no_cluster_capacity_providers_association() -> None:
+    mocks = build(GpuConfig())
+    assert mocks.counts() == {
+        "tts-fleet:capacity:GpuCapacity": 1,
+        "aws:ecs/cluster:Cluster": 1,
+        "aws:ec2/securityGroup:SecurityGroup": 1,
+        "aws:iam/role:Role": 2,
+        ATTACH: 2,
+        "aws:iam/instanceProfile:InstanceProfile": 1,
+        "aws:iam/rolePolicy:RolePolicy": 1,
+        PROVIDER: 1,
+    }  # no aws:ecs/clusterCapacityProviders (pulumi-aws#6061)
+    cluster = mocks.one("aws:ecs/cluster:Cluster").inputs
+    assert cluster["settings"] == [{"name": "containerInsights", "value": "enabled"}]
+    attached = {a.inputs["role"]: a.inputs["policyArn"] for a in mocks.of_type(ATTACH)}
+    roles = {r.name: r.inputs for r in mocks.of_type("aws:iam/role:Role")}
+    instance_role = roles["gpu-instance-role"]
+    assert instance_role["namePrefix"] == "ecsInstanceRole-"  # the managed policy's PassRole scope
+    assert attached == {
+        "gpu-instance-role": (
+            "arn:aws:iam::aws:policy/AmazonECSInstanceRolePolicyForManagedInstances"
+        ),
+        "gpu-infrastructure-role": (
+            "arn:aws:iam::aws:policy/AmazonECSInfrastructureRolePolicyForManagedInstances"
+        ),
+    }
+    trust = {
+        name: json.loads(r["assumeRolePolicy"])["Statement"][0]["Principal"]
+        for name, r in roles.items()
+    }
+    assert trust == {
+        "gpu-instance-role": {"Service": "ec2.amazonaws.com"},
+        "gpu-infrastructure-role": {"Service": "ecs.amazonaws.com"},
+    }
+    assert policy(mocks.one("aws:iam/rolePolicy:RolePolicy"))["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": "arn:aws:iam:us-east-1:123456789012:gpu-instance-role",
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        }
+    ]
+
+
+def test_security_group_has_no_ingress_and_https_only_egress() -> None:
+    sg = build(GpuConfig()).one("aws:ec2/securityGroup:SecurityGroup").inputs
+    assert sg.get("ingress", []) == []
+    assert [(e["protocol"], e["fromPort"], e["toPort"], e["cidrBlocks"]) for e in sg["egress"]] == [
+        ("tcp", 443, 443, ["0.0.0.0/0"])
+    ]
+    assert sg["vpcId"] == "vpc-0abc12345"

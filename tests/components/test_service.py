@@ -1,0 +1,220 @@
+"""WorkerService: task definition, roles, log group and the ECS service.
+
+`ignore_changes` is a resource option, not an input, so MockResourceArgs never carries it.
+It is recorded here by a resource transformation on the component, which sees every child's
+final ResourceOptions; removing `ignore_changes` from the service makes that test fail.
+Mocks cannot prove that ECS accepts the task definition; they pin what the program asks for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.config import QueueConfig, WorkerConfig
+from components.service import WorkerService, WorkerServiceArgs
+from components.service_policies import task_protection_arn
+from tests.components.stack_support import policy
+from tests.pulumi_harness import RecordingMocks, run_program
+
+CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/fleet"
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
+DLQ_ARN = "arn:aws:sqs:us-east-1:123456789012:dlq"
+BUCKET_ARN = "arn:aws:s3:::outputs"
+REPO_ARN = "arn:aws:ecr:us-east-1:123456789012:repository/worker"
+SERVICE = "aws:ecs/service:Service"
+TASK = "aws:ecs/taskDefinition:TaskDefinition"
+
+
+def service_args(**overrides: Any) -> WorkerServiceArgs:
+    values: dict[str, Any] = {
+        "worker": WorkerConfig(
+            model="Qwen/X", concurrency=6, stop_timeout_seconds=90, max_text_chars=5000
+        ),
+        "queue": QueueConfig(visibility_timeout_seconds=600),
+        "gpu_count": 2,
+        "min_memory_gib": 32,
+        "cluster_arn": CLUSTER_ARN,
+        "cluster_name": "fleet",
+        "capacity_provider_name": "fleet-gpu",
+        "subnet_ids": ["subnet-0abc12345", "subnet-0def67890"],
+        "security_group_id": "sg-0123",
+        "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/worker:abc",
+        "repository_arns": [REPO_ARN],
+        "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+        "queue_arn": QUEUE_ARN,
+        "dlq_url": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+        "dlq_arn": DLQ_ARN,
+        "bucket_name": "outputs",
+        "bucket_arn": BUCKET_ARN,
+    }
+    return WorkerServiceArgs(**{**values, **overrides})
+
+
+def build(args: WorkerServiceArgs) -> tuple[RecordingMocks, dict[str, list[str]]]:
+    ignored: dict[str, list[str]] = {}
+
+    def record(t: pulumi.ResourceTransformationArgs) -> None:
+        ignored[t.type_] = list(t.opts.ignore_changes or [])
+        return None
+
+    def program() -> None:
+        WorkerService("w", args, pulumi.ResourceOptions(transformations=[record]))
+
+    return run_program(program), ignored
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[RecordingMocks, dict[str, list[str]]]:
+    return build(service_args())
+
+
+def test_counts(built: tuple[RecordingMocks, dict[str, list[str]]]) -> None:
+    assert built[0].counts() == {
+        "tts-fleet:service:WorkerService": 1,
+        "aws:cloudwatch/logGroup:LogGroup": 1,
+        "aws:iam/role:Role": 2,
+        "aws:iam/rolePolicy:RolePolicy": 2,
+        TASK: 1,
+        SERVICE: 1,
+    }
+
+
+def test_service_starts_at_zero_and_leaves_desired_count_to_autoscaling(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    mocks, ignored = built
+    service = mocks.one(SERVICE).inputs
+    assert service["desiredCount"] == 0
+    assert ignored[SERVICE] == ["desiredCount"]
+    assert ignored[TASK] == []  # only the service ignores anything
+    assert service["capacityProviderStrategies"] == [
+        {"capacityProvider": "fleet-gpu", "weight": 1, "base": 0}
+    ]
+    assert service["networkConfiguration"] == {
+        "subnets": ["subnet-0abc12345", "subnet-0def67890"],
+        "securityGroups": ["sg-0123"],
+        "assignPublicIp": False,
+    }
+    assert service["deploymentCircuitBreaker"] == {"enable": True, "rollback": True}
+    assert "launchType" not in service  # a strategy, not a launch type
+
+
+def test_task_definition_runs_on_managed_instances_with_gpus_and_the_worker_env(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    task = built[0].one(TASK).inputs
+    assert task["requiresCompatibilities"] == ["MANAGED_INSTANCES"]
+    assert task["networkMode"] == "awsvpc"
+    [container] = json.loads(task["containerDefinitions"])
+    assert container["resourceRequirements"] == [{"type": "GPU", "value": "2"}]
+    assert container["stopTimeout"] == 90
+    assert container["memoryReservation"] == 32 * 1024 * 3 // 4
+    assert {e["name"]: e["value"] for e in container["environment"]} == {
+        "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+        "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+        "OUTPUT_BUCKET": "outputs",
+        "OUTPUT_PREFIX": "",
+        "SPEECH_URL": "http://127.0.0.1:8091",
+        "SPEECH_MODEL": "Qwen/X",
+        "CONCURRENCY": "6",
+        "VISIBILITY_TIMEOUT": "600",
+        "MAX_TEXT_CHARS": "5000",
+        "STOP_TIMEOUT_SECONDS": "90",
+        "AWS_REGION": "us-east-1",
+    }
+    assert container["logConfiguration"] == {
+        "logDriver": "awslogs",
+        "options": {
+            "awslogs-group": "w-logs",
+            "awslogs-region": "us-east-1",
+            "awslogs-stream-prefix": "worker",
+        },
+    }
+    logs = built[0].one("aws:cloudwatch/logGroup:LogGroup").inputs
+    assert logs["retentionInDays"] == 30
+
+
+def test_task_role_is_this_queue_dlq_prefixes_and_own_task_protection(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    task_policy = next(
+        p for p in built[0].of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "w-task-policy"
+    )
+    assert {s["Sid"]: (s["Action"], s["Resource"]) for s in policy(task_policy)["Statement"]} == {
+        "ConsumeJobs": (
+            [
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:GetQueueAttributes",
+            ],
+            QUEUE_ARN,
+        ),
+        "DeadLetterInvalidJobs": ("sqs:SendMessage", DLQ_ARN),
+        "WriteOutputs": (
+            ["s3:GetObject", "s3:PutObject"],
+            [f"{BUCKET_ARN}/outputs/*", f"{BUCKET_ARN}/failures/*"],
+        ),
+        "SeeOwnPrefixes": ("s3:ListBucket", BUCKET_ARN),
+        "TaskScaleInProtection": (
+            ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
+            "arn:aws:ecs:us-east-1:123456789012:task/fleet/*",
+        ),
+    }
+
+
+def test_execution_role_pulls_this_repository_and_writes_this_log_group(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    execution = next(
+        p
+        for p in built[0].of_type("aws:iam/rolePolicy:RolePolicy")
+        if p.name == "w-execution-policy"
+    )
+    assert policy(execution)["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": "arn:aws:cloudwatch:us-east-1:123456789012:w-logs:*",
+        },
+        {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Action": [
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+            ],
+            "Resource": [REPO_ARN],
+        },
+    ]
+
+
+def test_an_image_outside_ecr_gets_no_ecr_permissions() -> None:
+    mocks, _ = build(service_args(image_uri="docker.io/acme/tts:1", repository_arns=[]))
+    execution = next(
+        p for p in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "w-execution-policy"
+    )
+    assert [s["Action"] for s in policy(execution)["Statement"]] == [
+        ["logs:CreateLogStream", "logs:PutLogEvents"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cluster_arn", "expected"),
+    [
+        (CLUSTER_ARN, "arn:aws:ecs:us-east-1:123456789012:task/fleet/*"),
+        (
+            "arn:aws-cn:ecs:cn-north-1:123456789012:cluster/fleet",
+            "arn:aws-cn:ecs:cn-north-1:123456789012:task/fleet/*",
+        ),
+    ],
+)
+def test_task_protection_arn(cluster_arn: str, expected: str) -> None:
+    seen: list[str] = []
+    run_program(lambda: task_protection_arn(cluster_arn, "fleet").apply(seen.append))
+    assert seen == [expected]
