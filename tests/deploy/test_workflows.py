@@ -6,13 +6,16 @@ push to a repository with the secrets described in the README).
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
 ROLE = "${{ secrets.AWS_ROLE_ARN }}"
 
 
@@ -27,17 +30,35 @@ def steps(job: dict[str, Any]) -> list[dict[str, Any]]:
     return job["steps"]
 
 
+def fill(text: str, job: dict[str, Any], matrix: dict[str, str] | None = None) -> str:
+    """`text` with `${{ matrix.x }}` and then the job's `$STACK` filled in."""
+    for key, value in (matrix or {}).items():
+        text = text.replace(f"${{{{ matrix.{key} }}}}", value)
+    stack = fill(job["env"]["STACK"], {}, matrix) if "STACK" in job.get("env", {}) else None
+    return text.replace('"$STACK"', stack) if stack else text
+
+
 def runs(job: dict[str, Any], matrix: dict[str, str] | None = None) -> list[str]:
-    """Every shell line the job runs, with `${{ matrix.x }}` / `$STACK` filled in."""
-    lines: list[str] = []
-    for step in steps(job):
-        for line in str(step.get("run", "")).splitlines():
-            for key, value in (matrix or {}).items():
-                line = line.replace(f"${{{{ matrix.{key} }}}}", value)
-            if matrix and "stack" in matrix:
-                line = line.replace('"$STACK"', matrix["stack"])
-            lines.append(line.strip())
+    """Every shell line the job runs, with the matrix and `$STACK` filled in."""
+    lines = [
+        fill(line, job, matrix).strip()
+        for s in steps(job)
+        for line in str(s.get("run", "")).splitlines()
+    ]
     return [line for line in lines if line]
+
+
+def run_region_step(job: dict[str, Any], stack: str, tmp_path: Path) -> str:
+    """Runs the job's region step for real on this repository's stack file."""
+    (step,) = [s for s in steps(job) if s.get("id") == "region"]
+    out = tmp_path / f"github_output_{stack}"
+    env = {**os.environ, "STACK": stack, "GITHUB_OUTPUT": str(out)}
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", step["run"]], cwd=ROOT, env=env, check=True, timeout=60
+    )
+    text = out.read_text()
+    out.unlink()
+    return text
 
 
 def uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
@@ -52,6 +73,8 @@ def assert_oidc(job: dict[str, Any]) -> None:
     assert job["permissions"]["id-token"] == "write"
     (creds,) = uses(job, "aws-actions/configure-aws-credentials")
     assert creds["with"]["role-to-assume"] == ROLE
+    assert creds["with"]["aws-region"] == "${{ steps.region.outputs.region }}"
+    assert index_of(job, lambda s: s.get("id") == "region") < steps(job).index(creds)
     assert not {"aws-access-key-id", "aws-secret-access-key"} & set(creds["with"])
     assert len(uses(job, "pulumi/actions")) == 1  # installs the CLI (no command given)
     assert "command" not in (uses(job, "pulumi/actions")[0].get("with") or {})
@@ -131,3 +154,21 @@ def test_deploy_prod_on_manual_dispatch_with_approval() -> None:
         ".venv/bin/tts-fleet deploy up --stack prod --yes"
     ]
     assert prod["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_region_comes_from_each_stack_file(tmp_path: Path) -> None:
+    expected = {}
+    for stack in ("dev", "prod"):
+        document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
+        expected[stack] = f"region={document['config'].get('aws:region', 'us-east-1')}\n"
+    preview = load("preview.yml")["jobs"]["preview"]
+    deploy = load("deploy.yml")["jobs"]
+    for stack in ("dev", "prod"):
+        assert run_region_step(preview, stack, tmp_path) == expected[stack]
+    assert (
+        run_region_step(deploy["dev"], deploy["dev"]["env"]["STACK"], tmp_path) == expected["dev"]
+    )
+    assert (
+        run_region_step(deploy["prod"], deploy["prod"]["env"]["STACK"], tmp_path)
+        == expected["prod"]
+    )
