@@ -1,0 +1,149 @@
+"""submit against the emulator: batching, validation before sending, partial failures."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from fleet.client import SEND_BATCH_MAX_BYTES, batches, submit_jobs
+from tests.client.conftest import Stack, depth, drain_bodies, queued_bodies, run, run_json
+from worker.jobs import validate_job
+
+SUBMIT_KEYS = {"queue_url", "total", "sent", "failed", "invalid", "duplicates", "calls", "ids",
+               "elapsed_s"}  # fmt: skip
+
+
+def write_jobs(path: Path, count: int) -> Path:
+    path.write_text(
+        "".join(json.dumps({"text": f"Sentence number {n}."}) + "\n" for n in range(count))
+    )
+    return path
+
+
+@pytest.mark.timeout(180)
+def test_1000_jobs_are_1000_messages_in_at_most_100_batch_calls(
+    stack: Stack, tmp_path: Path, count_calls: dict[str, int]
+) -> None:
+    code, summary = run_json("submit", str(write_jobs(tmp_path / "jobs.jsonl", 1000)))
+    assert code == 0
+    assert set(summary) == SUBMIT_KEYS
+    assert summary["sent"] == summary["total"] == len(summary["ids"]) == 1000
+    assert count_calls.get("SendMessageBatch", 0) <= 100  # counted at the client, not reported
+    assert count_calls.get("SendMessage", 0) == 0
+    assert summary["calls"] == count_calls["SendMessageBatch"]
+    assert depth(stack.queue_url) == 1000
+    bodies = queued_bodies(stack.queue_url)
+    assert sorted(body["id"] for body in bodies) == sorted(summary["ids"])
+
+
+def test_three_invalid_lines_among_20_send_nothing_unless_skipped(
+    stack: Stack, tmp_path: Path
+) -> None:
+    lines = [json.dumps({"id": f"j{n}", "text": f"line {n}"}) for n in range(1, 21)]
+    lines[2], lines[10], lines[18] = '{"text": ""}', "nope", '{"text": "x", "speed": 9}'
+    source = tmp_path / "jobs.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    refused = run("submit", str(source))
+    assert refused.exit_code == 1
+    for number in (3, 11, 19):
+        assert f"jobs.jsonl:{number}:" in refused.stderr
+    assert "nothing sent" in refused.stderr
+    assert depth(stack.queue_url) == 0
+    code, summary = run_json("submit", str(source), "--skip-invalid")
+    assert code == 0
+    assert summary["sent"] == 17 and depth(stack.queue_url) == 17
+    assert [bad["line"] for bad in summary["invalid"]] == [3, 11, 19]
+    assert set(summary["invalid"][0]) == {"line", "source", "reason"}
+
+
+def test_invalid_json_summary_still_parses(stack: Stack, tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"text": "ok"}\n{"bad": 1}\n')
+    code, summary = run_json("submit", str(source))
+    assert code == 1 and summary["sent"] == 0 and summary["ids"] == []
+    assert set(summary) == SUBMIT_KEYS
+
+
+def test_a_directory_and_stdin_are_inputs_too(stack: Stack, tmp_path: Path) -> None:
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    (texts / "Chapter 1.txt").write_text("It was a dark and stormy night.")
+    (texts / "intro.txt").write_text("Hello.")
+    code, summary = run_json("submit", str(texts), "--voice", "Ryan")
+    assert code == 0 and summary["sent"] == 2 and "intro" in summary["ids"]
+    code, piped = run_json("submit", input='{"id": "piped", "text": "From stdin."}\n')
+    assert code == 0 and piped["ids"] == ["piped"]
+    bodies = {body["id"]: body for body in drain_bodies(stack.queue_url)}
+    assert set(bodies) == {*summary["ids"], "piped"}
+    assert bodies["intro"]["voice"] == "Ryan" and bodies["piped"]["voice"] == "Vivian"
+
+
+def test_missing_queue_is_one_clear_line(aws_env: dict[str, str], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.delenv("TTS_FLEET_QUEUE_URL", raising=False)
+    result = run("submit", str(write_jobs(tmp_path / "jobs.jsonl", 1)))
+    assert result.exit_code == 2
+    assert "pass --queue-url, set TTS_FLEET_QUEUE_URL, or --stack S" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_queue_that_does_not_exist_is_one_clear_line(stack: Stack, tmp_path: Path) -> None:
+    url = stack.queue_url.rsplit("/", 1)[0] + "/no-such-queue"
+    result = run("submit", str(write_jobs(tmp_path / "jobs.jsonl", 3)), "--queue-url", url)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: AWS:") and "NonExistentQueue" in result.stderr
+
+
+def test_batches_stay_within_the_byte_limit() -> None:
+    big = [validate_job({"text": "y" * 100_000, "id": f"b{n}"}, 200_000) for n in range(5)]
+    small = [validate_job({"text": "z", "id": f"s{n}"}) for n in range(23)]
+    sizes = [len(batch) for batch in batches(big + small)]
+    assert sizes == [2, 2, 10, 10, 4]  # 100 KB bodies: two fit in 256 KiB; the fifth leads 9 small
+    for batch in batches(big):
+        assert sum(len(body.encode()) for _, body in batch) <= SEND_BATCH_MAX_BYTES
+
+
+class FlakySqs:
+    """The real client, except each batch's odd entries fail (retryably) on first sight."""
+
+    def __init__(self, real: Any, sender_fault_ids: frozenset[str] = frozenset()) -> None:
+        self.real = real
+        self.seen: set[str] = set()
+        self.sender_fault_ids = sender_fault_ids
+        self.calls = 0
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls += 1
+        keep, failed = [], []
+        for index, entry in enumerate(Entries):
+            job_id = json.loads(entry["MessageBody"])["id"]
+            if job_id in self.sender_fault_ids:
+                failed.append({"Id": entry["Id"], "SenderFault": True, "Code": "InvalidMessage",
+                               "Message": "rejected"})  # fmt: skip
+            elif index % 2 and job_id not in self.seen:
+                self.seen.add(job_id)
+                failed.append(
+                    {"Id": entry["Id"], "SenderFault": False, "Code": "ServiceUnavailable"}
+                )
+            else:
+                keep.append(entry)
+        answer = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=keep) if keep else {}
+        return {"Successful": answer.get("Successful", []), "Failed": failed}
+
+
+def test_partial_batch_failures_are_retried_and_nothing_is_sent_twice(stack: Stack) -> None:
+    jobs = [validate_job({"id": f"p{n:02d}", "text": f"t{n}"}) for n in range(50)]
+    flaky = FlakySqs(boto3.client("sqs"), sender_fault_ids=frozenset({"p07"}))
+    advanced: list[int] = []
+    report = submit_jobs(flaky, stack.queue_url, jobs, threads=4, progress=advanced.append)
+    assert sorted(report.sent) == [job.id for job in jobs if job.id != "p07"]
+    assert list(report.failed) == ["p07"] and "InvalidMessage" in report.failed["p07"]
+    assert report.calls == flaky.calls == 10  # 5 batches, each retried once for its odd entries
+    assert sum(advanced) == 50
+    received = Counter(body["id"] for body in drain_bodies(stack.queue_url))
+    assert set(received) == set(report.sent) and max(received.values()) == 1
