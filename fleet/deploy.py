@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from fleet.deploy_settings import Setting, validate
+from fleet.deploy_settings import ConfigError, Setting, SettingError, validate
 
 Action = Literal["preview", "up", "destroy", "refresh", "outputs"]
 ACTIONS: tuple[Action, ...] = ("preview", "up", "destroy", "refresh", "outputs")
@@ -118,8 +118,6 @@ def check_request(request: Request) -> None:
 
 def run(request: Request, factory: StackFactory, on_output: OnOutput) -> Report:
     """Checks the request, opens the stack, applies --set values, runs the action."""
-    from fleet.deploy_settings import ConfigError, SettingError
-
     try:
         check_request(request)
     except (ConfigError, SettingError) as error:
