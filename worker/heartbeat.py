@@ -28,6 +28,7 @@ class Task:
     received_at: float = field(default_factory=time.time)
     job_id: str | None = None
     abandoned: bool = False  # set by the drain; the job thread then writes nothing more
+    settled: bool = False  # deleted or released: the heartbeat must not extend it any more
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -115,7 +116,7 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            tasks = [t for t in self.inflight.snapshot() if not t.abandoned]
+            tasks = [t for t in self.inflight.snapshot() if not (t.abandoned or t.settled)]
             if tasks:
                 change_visibility(self.sqs, self.queue_url, tasks, self.extension)
             if self.on_tick is not None:

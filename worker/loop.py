@@ -158,8 +158,9 @@ class Worker:
         for task in leftovers:
             with task.lock:  # waits for an S3 write in progress, then stops the thread writing
                 task.abandoned = True
-        if leftovers:
-            released = change_visibility(self.sqs, self.s.queue_url, leftovers, 0)
+        unsettled = [task for task in leftovers if not task.settled]
+        if unsettled:
+            released = change_visibility(self.sqs, self.s.queue_url, unsettled, 0)
             log.info("released %d unfinished job(s) for other workers", released)
         self.protection.idle()
         log.info("drained; exiting")
@@ -258,7 +259,7 @@ class Worker:
         )
 
     def _delete(self, task: Task) -> None:
-        self.inflight.discard(task)  # the heartbeat must not touch it any more
+        task.settled = True  # stays in flight (so a drain waits) until its thread ends
         try:
             self.sqs.delete_message(QueueUrl=self.s.queue_url, ReceiptHandle=task.receipt)
         except STORAGE_ERRORS as error:  # outputs exist: a redelivery finds the manifest
@@ -314,7 +315,7 @@ class Worker:
         delay = backoff_seconds(
             task.receive_count, self.s.retry_base_seconds, self.s.retry_max_seconds
         )
-        self.inflight.discard(task)
+        task.settled = True
         if not task.abandoned:
             change_visibility(self.sqs, self.s.queue_url, [task], delay)
         log.warning(

@@ -1,0 +1,48 @@
+"""A job longer than the visibility timeout stays invisible while it runs, and runs once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.procs import (
+    Processes,
+    env_for,
+    make_queues_and_bucket,
+    queue_counts,
+    start_speech_server,
+    start_worker,
+    version_counts,
+    wait_for,
+)
+from worker.jobs import Job
+
+VISIBILITY = 3
+
+
+@pytest.mark.timeout(120)
+def test_long_job_kept_invisible_by_heartbeat(aws_env, sqs, s3, procs: Processes) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=VISIBILITY)
+    job = Job(id="long-1", text="A job that takes four visibility timeouts.")
+    settings = {"VISIBILITY_TIMEOUT": VISIBILITY, "HEARTBEAT_SECONDS": 1, **env_for(names)}
+    expected = {"outputs/long-1.wav": 1, "outputs/long-1.json": 1}
+    # Two idle workers: if the message ever became visible, the other one would take it.
+    with start_speech_server("tone", latency_ms=4 * VISIBILITY * 1000, batch_exponent=0) as speech:
+        workers = [
+            procs.add(start_worker(aws_env, SPEECH_URL=speech.url, WORKER_ID=f"w{n}", **settings))
+            for n in range(2)
+        ]
+        sqs.send_message(QueueUrl=names["queue_url"], MessageBody=job.body())
+        wait_for(lambda: version_counts(s3, names["bucket"]) == expected, 90)
+        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+        for worker in workers:
+            worker.terminate()
+        assert [worker.wait(30) for worker in workers] == [0, 0]
+    manifest = json.loads(
+        s3.get_object(Bucket=names["bucket"], Key="outputs/long-1.json")["Body"].read()
+    )
+    assert manifest["attempts"] == 1
+    assert manifest["synth_s"] >= 4 * VISIBILITY
+    assert sum("job long-1 started" in worker.log() for worker in workers) == 1
+    assert version_counts(s3, names["bucket"]) == expected

@@ -1,0 +1,137 @@
+"""ECS task scale-in protection against a tiny local stand-in for the ECS agent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.procs import (
+    Processes,
+    env_for,
+    make_queues_and_bucket,
+    start_speech_server,
+    start_worker,
+    wait_for,
+)
+from worker.jobs import Job
+from worker.protection import Protection
+
+STATE = "/worker-3/task-protection/v1/state"
+
+
+class Agent(ThreadingHTTPServer):
+    """Records every call; answers like the ECS agent's task-protection endpoint."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), AgentHandler)
+        self.calls: list[tuple[float, str, str, dict[str, Any] | None]] = []
+        self.state = {"ProtectionEnabled": False}
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/worker-3"
+
+    def puts(self) -> list[dict[str, Any]]:
+        return [body for _, method, _, body in self.calls if method == "PUT" and body]
+
+
+class AgentHandler(BaseHTTPRequestHandler):
+    server: Agent
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        payload = json.dumps({"protection": self.server.state}).encode()
+        self.send_response(200 if self.path == STATE else 404)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        self.server.calls.append((time.time(), "GET", self.path, None))
+        self._answer()
+
+    def do_PUT(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.calls.append((time.time(), "PUT", self.path, body))
+        self.server.state = body
+        self._answer()
+
+
+@pytest.fixture
+def agent() -> Iterator[Agent]:
+    server = Agent()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_client_on_when_busy_renewed_off_when_idle(agent: Agent) -> None:
+    protection = Protection(agent.uri, expires_minutes=30, renew_seconds=0.2)
+    protection.busy()
+    protection.busy()  # already on: no second call
+    protection.renew_if_due()  # not due yet
+    time.sleep(0.3)
+    protection.renew_if_due()  # due: resets the expiry
+    assert protection.state() == {"protection": {"ProtectionEnabled": True, "ExpiresInMinutes": 30}}
+    protection.idle()
+    protection.idle()  # already off: no second call
+    assert agent.puts() == [
+        {"ProtectionEnabled": True, "ExpiresInMinutes": 30},
+        {"ProtectionEnabled": True, "ExpiresInMinutes": 30},
+        {"ProtectionEnabled": False},
+    ]
+    assert {path for _, _, path, _ in agent.calls} == {STATE}
+
+
+def test_client_without_agent_makes_no_calls(agent: Agent) -> None:
+    protection = Protection("", expires_minutes=30)
+    protection.busy()
+    protection.idle()
+    assert (protection.active, protection.state(), agent.calls) == (False, None, [])
+
+
+@pytest.mark.timeout(120)
+def test_worker_protected_while_busy(aws_env, sqs, s3, agent: Agent, procs: Processes) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    with start_speech_server("tone", latency_ms=3_000, batch_exponent=0) as speech:
+        worker = procs.add(
+            start_worker(aws_env, SPEECH_URL=speech.url, ECS_AGENT_URI=agent.uri,
+                         PROTECTION_EXPIRES_MINUTES=5, PROTECTION_RENEW_SECONDS=1,
+                         **env_for(names))
+        )  # fmt: skip
+        for i in range(2):
+            sqs.send_message(
+                QueueUrl=names["queue_url"], MessageBody=Job(id=f"p{i}", text="Hi.").body()
+            )
+        wait_for(lambda: agent.puts() and agent.puts()[-1] == {"ProtectionEnabled": False}, 60)
+        worker.terminate()
+        assert worker.wait(30) == 0
+    finished = [
+        datetime.fromisoformat(
+            json.loads(
+                s3.get_object(Bucket=names["bucket"], Key=f"outputs/p{i}.json")["Body"].read()
+            )["finished_at"]
+        ).timestamp()
+        for i in range(2)
+    ]
+    puts = [(at, body) for at, method, _, body in agent.calls if method == "PUT"]
+    on = [at for at, body in puts if body["ProtectionEnabled"]]
+    off = [at for at, body in puts if not body["ProtectionEnabled"]]
+    assert all(body.get("ExpiresInMinutes") == 5 for _, body in puts if body["ProtectionEnabled"])
+    assert on[0] < min(finished)  # on before any job finished
+    assert len(on) >= 2  # renewed during the 3 s jobs
+    assert off == [puts[-1][0]] and off[0] > max(finished)  # off once, when idle
+    assert {path for _, _, path, _ in agent.calls} == {STATE}
