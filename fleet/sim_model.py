@@ -48,8 +48,7 @@ class Profile:
     model_load_s: float = 60.0  # weights from the local image into GPU memory
     warmup_s: float = 30.0  # first inference (CUDA graphs, kernels) before the first real job
     batching: Batching = Batching()
-    concurrency: int = 1  # worker slots (requests in flight) unless the policy says otherwise
-    instance_type: str = "g6.xlarge"
+    concurrency: int = 1  # worker slots when neither a flag nor a stack file sets them
 
     @property
     def pull_s(self) -> float:
@@ -77,7 +76,9 @@ class Profile:
 # of GPU host and 14 GB pull (6–7 min + 140 s at 100 MB/s), ≈1 min model load, ≈30 s first
 # inference, ≈2 s per warm job on a serial worker: 120 + 10 + 360..420 + 140 + 60 + 30 + 2 s
 # = 12.0–13.0 min to the first result (the blog rounds it to ≈13).
-SEED_PROFILE = Profile(name="seed")
+# The blog measured a serial worker only, so this profile assumes no batching gain (alpha 1:
+# more in flight, same throughput, longer per-job latency).
+SEED_PROFILE = Profile(name="seed", batching=Batching(2.0, 1.0))
 
 # tts-fleet's defaults: the same AWS timings (they are AWS's, not ours), but the worker keeps
 # `worker.concurrency` = 4 requests in flight so vLLM batches them. alpha = 0.25 is an

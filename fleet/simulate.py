@@ -96,6 +96,7 @@ class Simulation:
     def run(self) -> tuple[list[float], list[Sample], _Fleet, float]:
         self._push(MINUTE, _CLOSE)
         self._push(MINUTE, _TICK)
+        self.samples.append(self._sample(0.0))
         handlers = {
             _DONE: self._job_done,
             _CLOSE: self._close_minute,

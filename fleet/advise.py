@@ -1,0 +1,114 @@
+"""Choosing the idle windows from a trace: sweep, Pareto frontier, recommendation.
+
+AWS leaves the idle window as "a workload measurement problem". Here it is measured: every
+(idleMinutes, hostIdleSeconds) pair of the grid is simulated on the user's trace with the
+real policy, and the frontier of cost against p95 latency is what the user chooses from.
+Extra GPU-hours are reported against the configured setting, so a faster answer shows what
+it burns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fleet.sim_model import PolicySetup, Profile
+from fleet.sim_report import HOURS_PER_MONTH, CostRates
+from fleet.simulate import simulate
+from fleet.traces import Trace
+
+IDLE_MINUTES = (1, 2, 3, 5, 10, 15, 20, 30, 60)
+HOST_IDLE_SECONDS = (0, 60, 300, 900, 1800, 3600)
+
+
+@dataclass(frozen=True)
+class Point:
+    idle_minutes: int
+    host_idle_seconds: int
+    p95_s: float
+    gpu_hours: float
+    cost_usd: float  # GPU + floor over the simulated period
+    monthly_usd: float  # the same, were the trace repeated for a 730-hour month
+
+
+def evaluate(
+    trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int
+) -> Point:
+    summary = simulate(trace, profile, policy, rates, seed).summary
+    hours = summary["period_s"] / 3600.0
+    return Point(
+        idle_minutes=policy.scaling.idle_minutes,
+        host_idle_seconds=policy.host_idle_seconds,
+        p95_s=summary["latency_s"]["p95"],
+        gpu_hours=summary["gpu_instance_hours"],
+        cost_usd=summary["total_usd"],
+        monthly_usd=round(summary["total_usd"] * HOURS_PER_MONTH / hours, 2),
+    )
+
+
+def sweep(
+    trace: Trace, profile: Profile, base: PolicySetup, rates: CostRates, seed: int = 0
+) -> list[Point]:
+    return [
+        evaluate(trace, profile, base.with_windows(idle, host), rates, seed)
+        for idle in IDLE_MINUTES
+        for host in HOST_IDLE_SECONDS
+    ]
+
+
+def pareto(points: list[Point]) -> list[Point]:
+    """Settings no other setting beats on both cost and p95, cheapest first."""
+    frontier: list[Point] = []
+    for point in sorted(points, key=lambda p: (p.cost_usd, p.p95_s, p.gpu_hours)):
+        if not frontier or point.p95_s < frontier[-1].p95_s:
+            frontier.append(point)
+    return frontier
+
+
+def recommend(
+    points: list[Point], max_p95_s: float | None, max_monthly_usd: float | None
+) -> Point | None:
+    """Cheapest within the latency bound, or fastest within the budget (or both bounds)."""
+    fits = [
+        p
+        for p in points
+        if (max_p95_s is None or p.p95_s <= max_p95_s)
+        and (max_monthly_usd is None or p.monthly_usd <= max_monthly_usd)
+    ]
+    if not fits:
+        return None
+    if max_p95_s is not None:
+        return min(fits, key=lambda p: (p.cost_usd, p.p95_s, p.idle_minutes))
+    return min(fits, key=lambda p: (p.p95_s, p.cost_usd, p.idle_minutes))
+
+
+def advise(
+    trace: Trace,
+    profile: Profile,
+    base: PolicySetup,
+    rates: CostRates,
+    *,
+    max_p95_s: float | None = None,
+    max_monthly_usd: float | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    points = sweep(trace, profile, base, rates, seed)
+    baseline = evaluate(trace, profile, base, rates, seed)
+    choice = recommend(points, max_p95_s, max_monthly_usd)
+    result: dict[str, Any] = {
+        "trace": trace.name,
+        "jobs": len(trace.arrivals),
+        "profile": profile.name,
+        "bounds": {"max_p95_s": max_p95_s, "max_monthly_usd": max_monthly_usd},
+        "baseline": asdict(baseline),
+        "frontier": [asdict(p) for p in pareto(points)],
+        "points": [asdict(p) for p in points],
+        "recommendation": None,
+    }
+    if choice is not None:
+        result["recommendation"] = {
+            **asdict(choice),
+            "extra_gpu_hours": round(choice.gpu_hours - baseline.gpu_hours, 4),
+            "extra_usd": round(choice.cost_usd - baseline.cost_usd, 2),
+        }
+    return result
