@@ -67,9 +67,10 @@ def wait_for_build(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     timeout_seconds: float = WAIT_TIMEOUT_SECONDS,
-    poll_seconds: float = POLL_SECONDS,
+    poll_seconds: float | None = None,
 ) -> dict[str, Any]:
     """Polls until the build leaves IN_PROGRESS; returns it on SUCCEEDED, else BuildFailed."""
+    poll_seconds = POLL_SECONDS if poll_seconds is None else poll_seconds
     deadline = clock() + timeout_seconds
     while True:
         sleep(poll_seconds)
