@@ -1,0 +1,176 @@
+"""status, wait, results and dlq list|redrive against the emulator (outputs written directly,
+as a worker would, so these run in seconds; tests/client/test_flows.py uses real workers)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.client.conftest import Stack, depth, queued_bodies, run, run_json
+from worker.jobs import audio_key, failure_key, manifest_key
+
+STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
+               "dlq_depth", "oldest_age_s", "ecs"}  # fmt: skip
+WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s"}
+RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes"}
+DLQ_LIST_KEYS = {"dlq_url", "count", "messages"}
+DEAD_LETTER_KEYS = {"message_id", "job_id", "error", "receive_count", "sent_at", "body"}
+REDRIVE_KEYS = {"dlq_url", "queue_url", "method", "moved", "skipped", "failed", "duplicated",
+                "fallback_reason", "task_handle"}  # fmt: skip
+
+
+def finish(stack: Stack, job_id: str, audio: bytes = b"RIFF-audio") -> None:
+    """What a worker leaves for a done job: audio first, then the manifest."""
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=stack.bucket, Key=audio_key(job_id, "wav"), Body=audio)
+    manifest = {"id": job_id, "duration_s": 1.0}
+    s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=json.dumps(manifest))
+
+
+def fail(stack: Stack, job_id: str, error: str = "rejected by the speech server") -> None:
+    record = {"id": job_id, "error": error, "detail": "Unknown voice 'Nobody'", "attempts": 1}
+    boto3.client("s3").put_object(
+        Bucket=stack.bucket, Key=failure_key(job_id), Body=json.dumps(record)
+    )
+
+
+def dead_letter(stack: Stack, job_id: str, error: str | None) -> None:
+    attributes = {"error": {"DataType": "String", "StringValue": error}} if error else {}
+    attributes["origin"] = {"DataType": "String", "StringValue": "test"}
+    boto3.client("sqs").send_message(
+        QueueUrl=stack.dlq_url,
+        MessageBody=json.dumps({"id": job_id, "text": "t"}),
+        MessageAttributes=attributes,
+    )
+
+
+def test_status_counts_visible_in_flight_delayed_and_dlq(stack: Stack) -> None:
+    sqs = boto3.client("sqs")
+    for n in range(4):
+        sqs.send_message(QueueUrl=stack.queue_url, MessageBody=f'{{"text": "{n}"}}')
+    sqs.send_message(QueueUrl=stack.queue_url, MessageBody='{"text": "later"}', DelaySeconds=600)
+    sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=1, VisibilityTimeout=600)
+    dead_letter(stack, "d1", "boom")
+    code, snapshot = run_json("status")
+    assert code == 0 and set(snapshot) == STATUS_KEYS
+    counts = {key: snapshot[key] for key in ("visible", "in_flight", "delayed", "outstanding")}
+    assert counts == {"visible": 3, "in_flight": 1, "delayed": 1, "outstanding": 4}
+    assert snapshot["dlq_url"] == stack.dlq_url and snapshot["dlq_depth"] == 1
+    assert snapshot["oldest_age_s"] is None  # the emulator publishes no SQS metrics
+    assert snapshot["ecs"] is None
+    text = run("status").stdout
+    assert "in flight" in text and "DLQ" in text and " - " in text  # '-' for unknown age
+
+
+def test_status_shows_the_ecs_service_and_watch_refreshes(stack: Stack) -> None:
+    ecs = boto3.client("ecs")
+    ecs.create_cluster(clusterName="tts")
+    ecs.register_task_definition(
+        family="worker", containerDefinitions=[{"name": "w", "image": "w", "memory": 512}]
+    )
+    ecs.create_service(cluster="tts", serviceName="workers", taskDefinition="worker",
+                       desiredCount=2)  # fmt: skip
+    result = run("status", "--cluster", "tts", "--service", "workers", "--watch", "0.1",
+                 "--count", "2", "--json")  # fmt: skip
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.exit_code == 0 and len(lines) == 2
+    assert lines[0]["ecs"]["desired"] == 2 and isinstance(lines[0]["ecs"]["running"], int)
+
+
+def test_wait_exits_0_when_all_done_1_when_some_failed_2_on_timeout(
+    stack: Stack, tmp_path: Path
+) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text("".join(json.dumps({"id": f"w{n}", "text": "t"}) + "\n" for n in range(4)))
+    for job_id in ("w0", "w1"):
+        finish(stack, job_id)
+    fail(stack, "w2")
+    code, timed_out = run_json("wait", str(source), "--timeout", "0.5", "--interval", "0.1")
+    assert code == 2 and set(timed_out) == WAIT_KEYS
+    assert timed_out["pending"] == ["w3"] and timed_out["timed_out"] is True
+    fail(stack, "w3")
+    finish(stack, "w3")  # a redriven job that then succeeded: its manifest wins
+    code, failed = run_json("wait", str(source), "--timeout", "30", "--interval", "0.1")
+    assert code == 1 and failed["done"] == 3
+    assert failed["failed"] == {"w2": "rejected by the speech server: Unknown voice 'Nobody'"}
+    text = run("wait", str(source), "--interval", "0.1").stdout
+    assert "failed: w2: rejected by the speech server" in text
+    summary = tmp_path / "submitted.json"
+    summary.write_text(json.dumps({"ids": ["w0", "w1", "w3"]}))
+    code, done = run_json("wait", str(summary), "--interval", "0.1")
+    assert code == 0 and done["done"] == 3 and done["failed"] == {} and done["pending"] == []
+
+
+def test_results_download_in_parallel_and_skip_what_is_present(
+    stack: Stack, tmp_path: Path
+) -> None:
+    for n in range(5):
+        finish(stack, f"r{n}", audio=f"audio {n}".encode())
+    boto3.client("s3").put_object(Bucket=stack.bucket, Key=audio_key("r9", "wav"), Body=b"half")
+    out = tmp_path / "out"
+    code, first = run_json("results", "--out", str(out), "--threads", "4")
+    assert code == 0 and set(first) == RESULTS_KEYS
+    assert first["downloaded"] == 10 and first["skipped"] == 0  # r9 has no manifest: not done
+    assert (out / "r3.wav").read_bytes() == b"audio 3" and not (out / "r9.wav").exists()
+    code, second = run_json("results", "--out", str(out))
+    assert (second["downloaded"], second["skipped"]) == (0, 10)
+    # Without the sidecar, a single-part ETag is the MD5 of the content.
+    (out / ".tts-fleet-etags.json").unlink()
+    (out / "r1.wav").write_bytes(b"edited locally")
+    code, third = run_json("results", "--out", str(out))
+    assert (third["downloaded"], third["skipped"]) == (1, 9)
+    assert (
+        hashlib.md5((out / "r1.wav").read_bytes()).hexdigest()
+        == hashlib.md5(b"audio 1").hexdigest()
+    )
+
+
+def test_results_for_given_ids_or_a_prefix(stack: Stack, tmp_path: Path) -> None:
+    for job_id in ("ch1-a", "ch1-b", "ch2-a"):
+        finish(stack, job_id)
+    code, by_prefix = run_json("results", "--out", str(tmp_path / "p"), "--prefix", "ch1-")
+    assert code == 0 and by_prefix["downloaded"] == 4
+    assert sorted(p.name for p in (tmp_path / "p").glob("*.wav")) == ["ch1-a.wav", "ch1-b.wav"]
+    code, by_id = run_json("results", "--out", str(tmp_path / "i"), "--id", "ch2-a", "--id", "ch3")
+    assert code == 0 and by_id["downloaded"] == 2 and by_id["missing"] == ["ch3"]
+
+
+def test_dlq_list_shows_errors_without_consuming(stack: Stack) -> None:
+    dead_letter(stack, "bad1", "rejected by the speech server: Unknown voice")
+    dead_letter(stack, "bad2", None)  # moved by maxReceiveCount: no error attribute
+    code, listed = run_json("dlq", "list")
+    assert code == 0 and set(listed) == DLQ_LIST_KEYS and listed["count"] == 2
+    assert set(listed["messages"][0]) == DEAD_LETTER_KEYS
+    errors = {m["job_id"]: m["error"] for m in listed["messages"]}
+    assert errors == {"bad1": "rejected by the speech server: Unknown voice", "bad2": None}
+    assert all(m["receive_count"] >= 1 for m in listed["messages"])
+    visible = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=stack.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]["ApproximateNumberOfMessages"]
+    assert visible == "2"  # visibility restored at once, nothing deleted
+    assert "bad1" in run("dlq", "list").stdout
+
+
+@pytest.mark.timeout(120)
+def test_dlq_redrive_moves_messages_back_and_filters_on_the_error(stack: Stack) -> None:
+    for n in range(12):
+        dead_letter(stack, f"speech{n}", "speech server unavailable" if n % 3 else "invalid job")
+    code, filtered = run_json("dlq", "redrive", "--filter", "UNAVAILABLE")
+    assert code == 0 and set(filtered) == REDRIVE_KEYS
+    assert filtered["method"] == "receive-send-delete"
+    assert (filtered["moved"], filtered["skipped"]) == (8, 4)
+    moved = queued_bodies(stack.queue_url)
+    assert sorted(b["id"] for b in moved) == sorted(f"speech{n}" for n in range(12) if n % 3)
+    assert depth(stack.dlq_url) == 4
+    code, rest = run_json("dlq", "redrive")
+    assert code == 0 and rest["moved"] == 4 and depth(stack.dlq_url) == 0
+    assert rest["method"] == "receive-send-delete"  # the emulator has no StartMessageMoveTask
+    assert "StartMessageMoveTask" in rest["fallback_reason"]
+    message = boto3.client("sqs").receive_message(
+        QueueUrl=stack.queue_url, MaxNumberOfMessages=1, MessageAttributeNames=["All"]
+    )["Messages"][0]
+    assert set(message["MessageAttributes"]) == {"origin"}  # the old error is not carried over

@@ -1,0 +1,95 @@
+"""Finding the stack: flags, env vars, `pulumi stack output`, the DLQ from RedrivePolicy."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import boto3
+import click
+import pytest
+
+from fleet.client import client_for, find_dlq_url
+from fleet.stack import resolve_target
+from tests.client.conftest import Stack, run
+
+OUTPUTS = {"queueUrl": "https://q/from-stack", "dlqUrl": "https://q/dlq", "bucketName": "b-stack",
+           "clusterName": "c", "serviceName": "s"}  # fmt: skip
+
+
+def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Path:
+    """A stand-in `pulumi` executable on PATH (the real CLI is not installed here); it
+    records its arguments so the test can check the exact command we ran."""
+    binary = tmp_path / "bin" / "pulumi"
+    binary.parent.mkdir()
+    binary.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args\n{script}\n')
+    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{binary.parent}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "args"
+
+
+@pytest.fixture
+def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("TTS_FLEET_QUEUE_URL", "TTS_FLEET_DLQ_URL", "TTS_FLEET_BUCKET"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_flags_win_over_env_vars(no_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTS_FLEET_QUEUE_URL", "https://env/q")
+    monkeypatch.setenv("TTS_FLEET_BUCKET", "env-bucket")
+    target = resolve_target(None, "https://flag/q", None, None)
+    assert (target.queue_url, target.bucket, target.dlq_url) == (
+        "https://flag/q",
+        "env-bucket",
+        None,
+    )
+
+
+def test_stack_outputs_fill_what_flags_and_env_leave_out(
+    no_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = fake_pulumi(tmp_path, monkeypatch, f"echo '{json.dumps(OUTPUTS)}'")
+    target = resolve_target("dev", None, None, "my-bucket")
+    assert args.read_text().split() == ["stack", "output", "--json", "--stack", "dev"]
+    assert target.queue_url == "https://q/from-stack" and target.bucket == "my-bucket"
+    assert (target.dlq_url, target.cluster, target.service) == ("https://q/dlq", "c", "s")
+
+
+def test_a_missing_pulumi_cli_names_what_to_pass(
+    no_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(click.ClickException) as raised:
+        resolve_target("dev", None, None, None)
+    message = raised.value.format_message()
+    assert "pulumi CLI" in message and "--queue-url" in message and "\n" not in message
+
+
+def test_a_missing_stack_or_output_is_one_clear_line(
+    no_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_pulumi(tmp_path, monkeypatch, "echo 'error: no stack named prod found' >&2; exit 255")
+    result = run("status", "--stack", "prod")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: cannot read the outputs of stack prod (error: no stack named prod found); "
+        "check the stack name, or pass --queue-url and --bucket"
+    )
+    fake_pulumi_again = tmp_path / "bin" / "pulumi"
+    fake_pulumi_again.write_text('#!/bin/sh\necho \'{"queueUrl": "https://q"}\'\n')
+    with pytest.raises(click.ClickException, match="no output bucketName; deploy it first"):
+        resolve_target("dev", None, None, None)
+
+
+def test_the_dlq_is_found_from_the_redrive_policy(stack: Stack) -> None:
+    assert find_dlq_url(boto3.client("sqs"), stack.queue_url) == stack.dlq_url
+    plain = boto3.client("sqs").create_queue(QueueName="no-redrive")["QueueUrl"]
+    assert find_dlq_url(boto3.client("sqs"), plain) is None
+
+
+def test_boto3_honours_aws_endpoint_url(aws_env: dict[str, str]) -> None:
+    # The shared client is built with no endpoint argument: the env var alone points it here.
+    assert client_for("sqs").meta.endpoint_url == aws_env["AWS_ENDPOINT_URL"]
+    assert client_for("s3").meta.endpoint_url == aws_env["AWS_ENDPOINT_URL"]
