@@ -35,6 +35,7 @@ SEND_BATCH_MAX_ENTRIES = 10
 SEND_BATCH_MAX_BYTES = 262_144
 RECEIVE_MAX_MESSAGES = 10  # ReceiveMessage MaxNumberOfMessages
 DELETE_BATCH_MAX_ENTRIES = 10
+DELETE_OBJECTS_MAX_KEYS = 1_000  # S3 DeleteObjects takes at most 1,000 keys per request
 # Partial batch failures are retried with exponential backoff and full jitter.
 SEND_ATTEMPTS = 6
 BACKOFF_BASE_S = 0.2
@@ -456,19 +457,22 @@ def redrive(
     *,
     error_filter: str | None = None,
     progress: Callable[[int], None] | None = None,
+    on_moved: Callable[[list[str]], None] | None = None,
 ) -> RedriveReport:
     """Moves DLQ messages back to the jobs queue. Without a filter SQS moves them itself
     (StartMessageMoveTask); where that is unavailable (the emulator) or a filter is given,
-    each batch is received, sent, and deleted only after its send succeeded."""
+    each batch is received, sent, and deleted only after its send succeeded. `on_moved`
+    gets the job ids of each batch sent (receive-send-delete only)."""
     reason = "--filter given" if error_filter is not None else None
     if error_filter is None:
         try:
             return _move_task(sqs, dlq_url, queue_url)
         except ClientError as error:
             reason = f"StartMessageMoveTask unavailable: {error}"
-    report = _receive_send_delete(sqs, dlq_url, queue_url, error_filter, progress)
-    report.fallback_reason = reason
-    return report
+    mover = _Mover(sqs, dlq_url, queue_url, error_filter, on_moved)
+    mover.run(progress)
+    mover.report.fallback_reason = reason
+    return mover.report
 
 
 def _move_task(sqs: Any, dlq_url: str, queue_url: str) -> RedriveReport:
@@ -490,62 +494,62 @@ def _move_task(sqs: Any, dlq_url: str, queue_url: str) -> RedriveReport:
     return report
 
 
-def _receive_send_delete(
-    sqs: Any,
-    dlq_url: str,
-    queue_url: str,
-    error_filter: str | None,
-    progress: Callable[[int], None] | None,
-) -> RedriveReport:
-    report = RedriveReport("receive-send-delete")
-    held: dict[str, dict[str, Any]] = {}  # skipped or unsent: released at the end
-    try:
-        while True:
-            fresh = [m for m in _receive(sqs, dlq_url, DLQ_HOLD_S) if m["MessageId"] not in held]
-            if not fresh:
-                break
-            chosen = [m for m in fresh if _matches(m, error_filter)]
-            held.update((m["MessageId"], m) for m in fresh if m not in chosen)
-            report.skipped += len(fresh) - len(chosen)
-            if chosen:
-                _move_batch(sqs, dlq_url, queue_url, chosen, report, held)
-            if progress is not None:
-                progress(len(fresh))
-    finally:
-        _release(sqs, dlq_url, list(held.values()))
-    return report
+@dataclass
+class _Mover:
+    """receive → send → delete, batch by batch; a message is deleted from the DLQ only after
+    SQS accepted its copy, so a crash at any point leaves it in the DLQ, in the queue, or (if
+    killed between send and delete) in both: at-least-once, never lost."""
 
+    sqs: Any
+    dlq_url: str
+    queue_url: str
+    error_filter: str | None
+    on_moved: Callable[[list[str]], None] | None
+    report: RedriveReport = field(default_factory=lambda: RedriveReport("receive-send-delete"))
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)  # released at the end
 
-def _matches(message: dict[str, Any], error_filter: str | None) -> bool:
-    if error_filter is None:
-        return True
-    return error_filter.lower() in (_error_of(message) or "").lower()
+    def run(self, progress: Callable[[int], None] | None) -> None:
+        try:
+            while True:
+                received = _receive(self.sqs, self.dlq_url, DLQ_HOLD_S)
+                fresh = [m for m in received if m["MessageId"] not in self.held]
+                if not fresh:
+                    break
+                chosen = [m for m in fresh if self._matches(m)]
+                self.held.update((m["MessageId"], m) for m in fresh if m not in chosen)
+                self.report.skipped += len(fresh) - len(chosen)
+                if chosen:
+                    self._move(chosen)
+                if progress is not None:
+                    progress(len(fresh))
+        finally:
+            _release(self.sqs, self.dlq_url, list(self.held.values()))
 
+    def _matches(self, message: dict[str, Any]) -> bool:
+        if self.error_filter is None:
+            return True
+        return self.error_filter.lower() in (_error_of(message) or "").lower()
 
-def _move_batch(
-    sqs: Any,
-    dlq_url: str,
-    queue_url: str,
-    messages: list[dict[str, Any]],
-    report: RedriveReport,
-    held: dict[str, dict[str, Any]],
-) -> None:
-    entries = [
-        {"Id": str(i), "MessageBody": m["Body"], "MessageAttributes": _carried_attributes(m)}
-        for i, m in enumerate(messages)
-    ]
-    answer = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
-    for item in answer.get("Failed", []):
-        message = messages[int(item["Id"])]
-        report.failed[message["MessageId"]] = f"{item.get('Code')}: {item.get('Message', '')}"
-        held[message["MessageId"]] = message
-    sent = [messages[int(item["Id"])] for item in answer.get("Successful", [])]
-    if not sent:
-        return
-    deletes = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(sent)]
-    deleted = sqs.delete_message_batch(QueueUrl=dlq_url, Entries=deletes)
-    report.moved += len(sent)
-    report.duplicated += len(deleted.get("Failed", []))
+    def _move(self, messages: list[dict[str, Any]]) -> None:
+        entries = [
+            {"Id": str(i), "MessageBody": m["Body"], "MessageAttributes": _carried_attributes(m)}
+            for i, m in enumerate(messages)
+        ]
+        answer = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        for item in answer.get("Failed", []):
+            message = messages[int(item["Id"])]
+            reason = f"{item.get('Code')}: {item.get('Message', '')}"
+            self.report.failed[message["MessageId"]] = reason
+            self.held[message["MessageId"]] = message
+        sent = [messages[int(item["Id"])] for item in answer.get("Successful", [])]
+        if not sent:
+            return
+        handles = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(sent)]
+        deleted = self.sqs.delete_message_batch(QueueUrl=self.dlq_url, Entries=handles)
+        self.report.moved += len(sent)
+        self.report.duplicated += len(deleted.get("Failed", []))
+        if self.on_moved is not None:
+            self.on_moved([d.job_id for d in map(_dead_letter, sent) if d.job_id])
 
 
 def _carried_attributes(message: dict[str, Any]) -> dict[str, Any]:
@@ -556,3 +560,12 @@ def _carried_attributes(message: dict[str, Any]) -> dict[str, Any]:
             keep = ("DataType", "StringValue", "BinaryValue")
             carried[name] = {key: value[key] for key in keep if key in value}
     return carried
+
+
+def clear_failure_records(s3: Any, target: Target, job_ids: Sequence[str]) -> None:
+    """Deletes failures/<id>.json of redriven jobs: they are pending again, and `wait` must
+    not report them failed from a record of the previous attempt."""
+    keys = [{"Key": failure_key(job_id, target.prefix)} for job_id in job_ids]
+    for start in range(0, len(keys), DELETE_OBJECTS_MAX_KEYS):
+        chunk = keys[start : start + DELETE_OBJECTS_MAX_KEYS]
+        s3.delete_objects(Bucket=target.bucket, Delete={"Objects": chunk, "Quiet": True})

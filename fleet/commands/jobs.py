@@ -420,6 +420,14 @@ def dlq_list(target: Target, limit: int, as_json: bool) -> None:
     Console().print(table)
 
 
+def failure_clearer(target: Target) -> Callable[[list[str]], None] | None:
+    """Redriven jobs are pending again: drop their old failure records (needs the bucket)."""
+    if not target.bucket:
+        return None
+    s3 = client.client_for("s3")
+    return lambda job_ids: client.clear_failure_records(s3, target, job_ids)
+
+
 @dlq.command("redrive")
 @click.option("--filter", "error_filter", help="Only messages whose error contains this text.")
 @json_option
@@ -431,7 +439,14 @@ def dlq_redrive(target: Target, error_filter: str | None, as_json: bool) -> None
     dlq_url = dlq_url_of(target)
     sqs = client.client_for("sqs")
     with progress_bar(client.queue_counts(sqs, dlq_url)["visible"], "redrive", not as_json) as bar:
-        report = client.redrive(sqs, dlq_url, queue_url, error_filter=error_filter, progress=bar)
+        report = client.redrive(
+            sqs,
+            dlq_url,
+            queue_url,
+            error_filter=error_filter,
+            progress=bar,
+            on_moved=failure_clearer(target),
+        )
     if as_json:
         emit_json({"dlq_url": dlq_url, "queue_url": queue_url, **vars(report)})
     else:

@@ -159,6 +159,8 @@ def test_dlq_list_shows_errors_without_consuming(stack: Stack) -> None:
 def test_dlq_redrive_moves_messages_back_and_filters_on_the_error(stack: Stack) -> None:
     for n in range(12):
         dead_letter(stack, f"speech{n}", "speech server unavailable" if n % 3 else "invalid job")
+    fail(stack, "speech0", "invalid job")
+    fail(stack, "speech1", "speech server unavailable")
     code, filtered = run_json("dlq", "redrive", "--filter", "UNAVAILABLE")
     assert code == 0 and set(filtered) == REDRIVE_KEYS
     assert filtered["method"] == "receive-send-delete"
@@ -166,6 +168,9 @@ def test_dlq_redrive_moves_messages_back_and_filters_on_the_error(stack: Stack) 
     moved = queued_bodies(stack.queue_url)
     assert sorted(b["id"] for b in moved) == sorted(f"speech{n}" for n in range(12) if n % 3)
     assert depth(stack.dlq_url) == 4
+    # A redriven job is pending again: its old failure record goes, a skipped one's stays.
+    failures = boto3.client("s3").list_objects_v2(Bucket=stack.bucket, Prefix="failures/")
+    assert [item["Key"] for item in failures["Contents"]] == [failure_key("speech0")]
     code, rest = run_json("dlq", "redrive")
     assert code == 0 and rest["moved"] == 4 and depth(stack.dlq_url) == 0
     assert rest["method"] == "receive-send-delete"  # the emulator has no StartMessageMoveTask
