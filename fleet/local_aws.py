@@ -152,3 +152,25 @@ def download(aws: LocalAws, keys: list[str], prefix: str, directory: Path) -> li
         aws.s3.download_file(aws.bucket, key, str(path))
         paths.append(path)
     return paths
+
+
+# ReceiveMessage returns at most 10 messages; the longest visibility hides them for good.
+RECEIVE_MAX_MESSAGES = 10
+MAX_VISIBILITY_SECONDS = 43_200
+
+
+def drain_bodies(aws: LocalAws) -> list[str]:
+    """Every visible message's body, hidden so each is read once (the emulator is about to
+    stop: this is how the jobs still queued survive it)."""
+    bodies: list[str] = []
+    while True:
+        answer = aws.sqs.receive_message(
+            QueueUrl=aws.queue_url,
+            MaxNumberOfMessages=RECEIVE_MAX_MESSAGES,
+            VisibilityTimeout=MAX_VISIBILITY_SECONDS,
+            WaitTimeSeconds=0,
+        )
+        messages = answer.get("Messages", [])
+        if not messages:
+            return bodies
+        bodies.extend(message["Body"] for message in messages)

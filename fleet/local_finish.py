@@ -3,6 +3,7 @@ timeline drawn and the summary computed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,14 +25,36 @@ UNFINISHED_FILE = "unfinished.jsonl"
 TIMELINE_FILE = "timeline.png"
 
 
-def write_unfinished(jobs: list[Job], done: set[str], path: Path) -> int:
-    """Jobs without an outcome, as JSONL that the next run takes with --input."""
-    left = [job for job in jobs if job.job_id not in done]
-    if left:
-        path.write_text("".join(job.body() + "\n" for job in left), encoding="utf-8")
+def _body_id(body: str) -> str | None:
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    return str(data["id"]) if isinstance(data, dict) and "id" in data else None
+
+
+def unfinished_bodies(jobs: list[Job], done: set[str], queued: list[str]) -> list[str]:
+    """Our jobs without an outcome, then any other body still queued (e.g. sent by
+    `tts-fleet submit` to a --keep-running fleet), each once."""
+    bodies = [job.body() for job in jobs if job.job_id not in done]
+    seen = {job.job_id for job in jobs} | done
+    for body in queued:
+        job_id = _body_id(body)
+        if job_id is None or job_id not in seen:
+            bodies.append(body)
+            if job_id is not None:
+                seen.add(job_id)
+    return bodies
+
+
+def write_unfinished(bodies: list[str], path: Path) -> int:
+    """JSONL that the next run takes with --input; no file when nothing is left."""
+    if bodies:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(body.rstrip("\n") + "\n" for body in bodies), encoding="utf-8")
     elif path.exists():
         path.unlink()  # a stale list from an earlier run would mislead
-    return len(left)
+    return len(bodies)
 
 
 def collect(run: LocalRun) -> Summary:
@@ -45,7 +68,9 @@ def collect(run: LocalRun) -> Summary:
     failed_ids = {Path(key).stem for key in failures}
     submitted = set(run.submitted)
     jobs = [job for job in run.jobs if job.job_id in submitted]
-    unfinished = write_unfinished(jobs, done | failed_ids, out / UNFINISHED_FILE)
+    queued = local_aws.drain_bodies(run.aws)
+    bodies = unfinished_bodies(jobs, done | failed_ids, queued)
+    unfinished = write_unfinished(bodies, out / UNFINISHED_FILE)
     waits = [w for m in manifests if (w := latency(m, run.submitted_at)) is not None]
     last = run.samples[-1] if run.samples else None
     timeline = None

@@ -33,17 +33,21 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        return not self.interrupted and self.unfinished == 0 and self.failed == 0
+        """Every job has audio: nothing failed, nothing left over."""
+        return self.unfinished == 0 and self.failed == 0
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
             ("jobs", f"{self.completed} done of {self.submitted} submitted"),
             ("failed (in the DLQ)", str(self.failed)),
         ]
+        if self.interrupted:
+            rows.append(("stopped", "interrupted (Ctrl-C or SIGTERM); workers drained"))
         if self.invalid_lines:
-            rows.append(("invalid input lines (not sent)", str(self.invalid_lines)))
+            rows.append(("invalid input lines (skipped)", str(self.invalid_lines)))
         if self.unfinished:
-            rows.append(("unfinished", f"{self.unfinished} (see out/unfinished.jsonl)"))
+            where = f"{self.out_dir}/unfinished.jsonl"
+            rows.append(("unfinished", f"{self.unfinished}, saved to {where} (use --input)"))
         rows += [
             (
                 "latency p50 / p95",

@@ -14,6 +14,7 @@ from components.config import ConfigError
 if TYPE_CHECKING:
     from components.config import StackConfig
     from fleet.local import LocalOptions
+    from fleet.local_report import Summary
     from worker.jobs import Job
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -97,13 +98,16 @@ def register(group: click.Group) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write a JSON-lines event log (one line per scaling decision).",
 )
+@click.option(
+    "--skip-invalid", is_flag=True, help="With --input: run the valid jobs even if some are not."
+)
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON.")
 @click.option(
     "--keep-running",
     is_flag=True,
     help="Stay up after the jobs (if any) for `tts-fleet submit` from elsewhere.",
 )
-def local(input_path: str | None, **kwargs: object) -> None:
+def local(input_path: str | None, skip_invalid: bool, **kwargs: object) -> None:
     """Run the whole pipeline here: emulated SQS/S3, espeak speech, real workers, local scaler.
 
     Submits the jobs, scales worker processes with the same policy as the AWS alarms, and
@@ -124,9 +128,14 @@ def local(input_path: str | None, **kwargs: object) -> None:
     except FileNotFoundError as error:
         raise click.ClickException(f"no stack file: {error.filename}") from None
     jobs, invalid = jobs_for(options, cfg)
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     for line in invalid:
         err.print(f"invalid: {line}", markup=False, highlight=False)
+    if invalid and not skip_invalid:
+        raise click.ClickException(
+            f"{len(invalid)} invalid input(s) in {options.input}; nothing was sent "
+            "(fix them, or pass --skip-invalid to run the valid jobs)"
+        )
     if options.input and not jobs and not options.keep_running:
         raise click.ClickException(f"no valid jobs in {options.input}; nothing was sent")
     _run(options, cfg, jobs, len(invalid))
@@ -162,7 +171,12 @@ def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int)
     else:
         console.print(summary_table(summary))
         console.print(NEXT_STEPS, markup=False, highlight=False)
-    if summary.interrupted:
-        raise SystemExit(INTERRUPTED_EXIT)
-    if not summary.ok or invalid:
-        raise SystemExit(1)
+    raise SystemExit(exit_code(summary, options.keep_running))
+
+
+def exit_code(summary: Summary, keep_running: bool) -> int:
+    """130 when stopped with work left (or before settling); Ctrl-C is how a
+    --keep-running fleet ends, so there it is 0 when nothing was left; 1 on any failure."""
+    if summary.interrupted and (summary.unfinished or not keep_running):
+        return INTERRUPTED_EXIT
+    return 0 if summary.ok and not summary.invalid_lines else 1

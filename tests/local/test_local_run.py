@@ -1,0 +1,261 @@
+"""`tts-fleet local` end to end, as a real subprocess: moto, the speech server (espeak), real
+`python -m worker` processes, the local scaler and the stand-in ECS agent.
+
+Each run uses --tick 0.5 (fewer idle seconds) and --jobs-per-worker so that the first tick,
+which sees every job already submitted, asks for an exact worker count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import wave
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("tts-fleet")
+CLI = (
+    [str(SCRIPT)]
+    if SCRIPT.exists()
+    else [sys.executable, "-c", "from fleet.cli import main; main()"]
+)
+# Generous: two loaded cores, several engineers' suites at once.
+RUN_TIMEOUT = 180
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def child_pids(events: list[dict[str, Any]]) -> set[int]:
+    """Every process the run started: the speech server and each worker."""
+    kinds = {"speech_server_started", "worker_started"}
+    return {e["pid"] for e in events if e["event"] in kinds}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class Run:
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.out = tmp_path / "out"
+        self.events_path = tmp_path / "events.jsonl"
+        argv = [*CLI, "local", "--out", str(self.out), "--events", str(self.events_path), *args]
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_events(self.events_path)
+
+    def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 120
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.events():
+                if predicate(event):
+                    return event
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no such event; exit {self.proc.poll()}; {self.events()[-3:]}")
+
+    def finish(self, timeout: float = RUN_TIMEOUT) -> tuple[int, str, str]:
+        stdout, stderr = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, stdout, stderr
+
+    def cleanup(self) -> None:
+        """A failed test must not leave the CLI or its children running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        for pid in child_pids(self.events()):
+            if alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
+    runs: list[Run] = []
+
+    def make(*args: str) -> Run:
+        run = Run(tmp_path, *args)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        run.cleanup()
+
+
+def wav_seconds(path: Path) -> float:
+    with wave.open(str(path)) as audio:
+        assert audio.getnchannels() == 1 and audio.getsampwidth() == 2
+        return audio.getnframes() / audio.getframerate()
+
+
+def decisions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] == "decision"]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 30)
+def test_demo_run_produces_audio_and_scales_out_and_back_to_zero(start) -> None:  # type: ignore[no-untyped-def]
+    run = start(
+        "--demo",
+        "12",
+        "--max-workers",
+        "3",
+        "--jobs-per-worker",
+        "4",
+        "--backend",
+        "espeak",
+        "--tick",
+        "0.5",
+        "--json",
+    )
+    code, stdout, stderr = run.finish()
+    assert code == 0, stderr
+    wavs = sorted(run.out.glob("*.wav"))
+    manifests = sorted(run.out.glob("demo-*.json"))
+    assert [p.stem for p in wavs] == [f"demo-{i:03d}" for i in range(1, 13)]
+    assert [p.stem for p in manifests] == [p.stem for p in wavs]
+    for wav, manifest in zip(wavs, manifests, strict=True):
+        seconds = wav_seconds(wav)
+        assert seconds > 0.5  # a sentence of espeak speech, not an empty file
+        record = json.loads(manifest.read_text())
+        assert record["id"] == wav.stem
+        assert abs(record["duration_s"] - seconds) < 0.01
+        assert record["worker"].startswith("worker-")  # the pool's WORKER_ID reached it
+    steps = decisions(run.events())
+    # Every job was queued before the first tick: ceil(12 / 4) = 3 at once.
+    assert (steps[0]["outstanding"], steps[0]["desired"], steps[0]["running"]) == (12, 3, 3)
+    assert max(s["running"] for s in steps) == 3
+    assert (steps[-1]["outstanding"], steps[-1]["desired"], steps[-1]["running"]) == (0, 0, 0)
+    assert steps[-1]["alarm"] == "idle"
+    summary = json.loads(stdout)
+    assert (summary["completed"], summary["failed"], summary["unfinished"]) == (12, 0, 0)
+    assert summary["peak_workers"] == 3 and summary["ok"] is True
+    assert summary["latency_p95_s"] >= summary["latency_p50_s"] > 0
+    assert abs(summary["audio_s"] - sum(map(wav_seconds, wavs))) < 0.1
+    assert (run.out / "timeline.png").read_bytes().startswith(b"\x89PNG")
+    assert not [pid for pid in child_pids(run.events()) if alive(pid)]
+    # The protection path was exercised: some tick saw a busy, protected worker.
+    assert any(w["protected"] for s in steps for w in s["workers"])
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 30)
+def test_a_worker_killed_mid_job_loses_nothing(start) -> None:  # type: ignore[no-untyped-def]
+    # Slow "model" (1 s a request) so a job is in flight when the worker dies; a short
+    # visibility so its messages come back within seconds.
+    run = start(
+        "--demo",
+        "6",
+        "--max-workers",
+        "2",
+        "--jobs-per-worker",
+        "3",
+        "--speech-latency-ms",
+        "1000",
+        "--visibility-timeout",
+        "8",
+        "--tick",
+        "0.5",
+    )
+    busy = run.wait_for(
+        lambda e: e["event"] == "decision" and any(w["protected"] for w in e["workers"])
+    )
+    victim = next(w for w in busy["workers"] if w["protected"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    code, _, stderr = run.finish()
+    assert code == 0, stderr
+    assert len(list(run.out.glob("demo-*.wav"))) == 6
+    manifests = [json.loads(p.read_text()) for p in run.out.glob("demo-*.json")]
+    assert len(manifests) == 6
+    # The killed worker's jobs were received again after their visibility ran out.
+    assert max(m["attempts"] for m in manifests) >= 2
+    exits = [e for e in run.events() if e["event"] == "worker_exited"]
+    assert {"worker": victim["id"], "code": -9, "expected": False}.items() <= next(
+        e for e in exits if e["worker"] == victim["id"]
+    ).items()
+    assert decisions(run.events())[-1]["running"] == 0
+
+
+@pytest.mark.timeout(RUN_TIMEOUT)
+def test_ctrl_c_stops_everything_within_ten_seconds(start) -> None:  # type: ignore[no-untyped-def]
+    run = start(
+        "--demo",
+        "12",
+        "--max-workers",
+        "2",
+        "--jobs-per-worker",
+        "6",
+        "--speech-latency-ms",
+        "800",
+        "--tick",
+        "0.5",
+    )
+    run.wait_for(lambda e: e["event"] == "decision" and any(w["protected"] for w in e["workers"]))
+    pids = child_pids(run.events())
+    assert len(pids) >= 2  # the speech server and at least one worker
+    sent = time.monotonic()
+    run.proc.send_signal(signal.SIGINT)
+    code, stdout, stderr = run.finish(timeout=30)
+    assert time.monotonic() - sent < 10
+    assert code == 130, stderr
+    assert [pid for pid in pids if alive(pid)] == []
+    assert "interrupted" in stdout
+    # Nothing acknowledged is lost: each job has audio or is in unfinished.jsonl.
+    done = {p.stem for p in run.out.glob("demo-*.wav")}
+    unfinished_path = run.out / "unfinished.jsonl"
+    left = unfinished_path.read_text().splitlines() if unfinished_path.exists() else []
+    left_ids = {json.loads(line)["id"] for line in left}
+    assert done | left_ids == {f"demo-{i:03d}" for i in range(1, 13)}
+    assert not done & left_ids
+
+
+def test_invalid_input_is_reported_and_nothing_starts(tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"id": "ok", "text": "fine"}\n{"text": "x", "colour": "red"}\n')
+    result = subprocess.run(
+        [*CLI, "local", "--input", str(source), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert f"invalid: {source}:2: colour: unknown field" in result.stderr
+    assert "nothing was sent" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_stack_is_one_clear_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*CLI, "local", "--demo", "1", "--stack", "nosuch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == "Error: no stack file: Pulumi.nosuch.yaml"

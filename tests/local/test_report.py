@@ -1,0 +1,145 @@
+"""Summary statistics, the timeline PNG, the sparkline and the config a local run uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components.config import ConfigError
+from fleet.local import LocalOptions, jobs_for, resolve_config
+from fleet.local_demo import VOICES, demo_jobs
+from fleet.local_finish import unfinished_bodies, write_unfinished
+from fleet.local_report import audio_seconds, latency, percentile, read_manifests, write_timeline
+from fleet.local_scaler import Tick
+from fleet.local_view import sparkline, status_line
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([], 50, None),
+        ([3.0], 95, 3.0),
+        ([4.0, 1.0, 3.0, 2.0], 50, 2.0),  # nearest rank: ceil(0.5 * 4) = 2nd
+        ([float(v) for v in range(1, 21)], 95, 19.0),  # ceil(0.95 * 20) = 19th
+        ([float(v) for v in range(1, 21)], 100, 20.0),
+    ],
+)
+def test_percentile_is_nearest_rank(values: list[float], q: float, expected: float | None) -> None:
+    assert percentile(values, q) == expected
+
+
+def test_latency_prefers_the_workers_own_measurements() -> None:
+    assert latency({"queue_wait_s": 1.5, "synth_s": 0.25}, 0.0) == 1.75
+    finished = {"finished_at": "2026-01-01T00:00:10+00:00"}
+    submitted = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert latency(finished, submitted) == 10.0
+    assert latency({"finished_at": "2026-01-01T00:00:04Z"}, submitted) == 4.0
+    assert latency({}, submitted) is None
+
+
+def test_manifests_and_audio_seconds(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps({"id": "a", "duration_s": 1.5}))
+    (tmp_path / "b.json").write_text(json.dumps({"id": "b", "duration_s": 2.25}))
+    (tmp_path / "a.wav").write_bytes(b"RIFF")
+    manifests = read_manifests(sorted(tmp_path.iterdir()))
+    assert [m["id"] for m in manifests] == ["a", "b"]
+    assert audio_seconds(manifests) == 3.75
+
+
+def test_sparkline_scales_to_the_maximum() -> None:
+    assert sparkline([0, 4, 8]) == "▁▅█"
+    assert sparkline([0, 0]) == "▁▁"
+    assert sparkline(list(range(100)), width=10) == sparkline(list(range(90, 100)), width=10)
+    assert len(sparkline(list(range(100)), width=10)) == 10
+
+
+def tick(n: int, outstanding: int, desired: int, running: int) -> Tick:
+    return Tick(n, n * 1.0, outstanding, 0, outstanding, 0, 12 - outstanding, "ok",
+                desired, running, 0, 0)  # fmt: skip
+
+
+def test_status_line_names_every_count() -> None:
+    line = status_line(tick(3, 8, 2, 1), submitted=12)
+    expected = (
+        "tick 3 outstanding 8 in flight 0 workers 1/2 (pending 0, stopping 0) "
+        "done 4/12 failed 0 alarm ok"
+    )
+    assert " ".join(line.split()) == expected
+
+
+def test_timeline_is_a_png(tmp_path: Path) -> None:
+    samples = [tick(1, 12, 3, 3), tick(2, 8, 2, 2), tick(3, 0, 0, 0)]
+    path = write_timeline(samples, tmp_path / "sub" / "timeline.png", "test")
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(data) > 10_000  # two panels with axes and legends, not an empty canvas
+
+
+def test_unfinished_jobs_are_saved_for_resubmission(tmp_path: Path) -> None:
+    jobs = demo_jobs(3)
+    queued = [jobs[2].body(), '{"id": "other", "text": "from submit"}', "not json"]
+    bodies = unfinished_bodies(jobs, {"demo-002"}, queued)
+    path = tmp_path / "unfinished.jsonl"
+    assert write_unfinished(bodies, path) == 4
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines[:3]] == ["demo-001", "demo-003", "other"]
+    assert lines[3] == "not json"  # kept as it was sent: nothing acknowledged is lost
+    all_done = unfinished_bodies(jobs, {"demo-001", "demo-002", "demo-003"}, [])
+    assert write_unfinished(all_done, path) == 0
+    assert not path.exists()  # no stale list from an earlier run
+
+
+def test_demo_jobs_cycle_voices_with_stable_ids() -> None:
+    jobs = demo_jobs(6)
+    assert [job.job_id for job in jobs][:2] == ["demo-001", "demo-002"]
+    assert [job.voice for job in jobs] == [*VOICES, *VOICES][:6]
+    assert len({job.job_id for job in demo_jobs(40)}) == 40
+
+
+def test_config_defaults_and_overrides() -> None:
+    cfg = resolve_config(LocalOptions(demo=1))
+    assert (cfg.scaling.max_workers, cfg.scaling.jobs_per_worker, cfg.scaling.idle_minutes) == (
+        4,
+        8,
+        5,
+    )
+    cfg = resolve_config(LocalOptions(demo=1, max_workers=3, jobs_per_worker=4, idle_ticks=2))
+    assert (cfg.scaling.max_workers, cfg.scaling.jobs_per_worker, cfg.scaling.idle_minutes) == (
+        3,
+        4,
+        2,
+    )
+
+
+def test_stack_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.t.yaml").write_text(
+        "config:\n  tts-fleet:scaling:\n    maxWorkers: 7\n    minWorkers: 2\n"
+        "  tts-fleet:queue:\n    maxReceiveCount: 3\n"
+    )
+    cfg = resolve_config(LocalOptions(demo=1, stack="t", project_dir=tmp_path))
+    assert (cfg.scaling.max_workers, cfg.scaling.min_workers, cfg.queue.max_receive_count) == (
+        7,
+        2,
+        3,
+    )
+    with pytest.raises(ConfigError) as error:
+        resolve_config(LocalOptions(demo=1, stack="t", project_dir=tmp_path, max_workers=1))
+    assert error.value.problems == ["tts-fleet:scaling.maxWorkers: must be >= minWorkers (1 < 2)"]
+
+
+def test_the_repos_dev_stack_loads() -> None:
+    cfg = resolve_config(LocalOptions(demo=1, stack="dev", project_dir=REPO))
+    assert cfg.scaling.max_workers >= 1
+
+
+def test_input_lines_are_validated(tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"id": "a", "text": "hi"}\n{"text": ""}\n{"id": "b", "text": "yo"}\n')
+    cfg = resolve_config(LocalOptions(input=str(source)))
+    jobs, invalid = jobs_for(LocalOptions(input=str(source)), cfg)
+    assert [job.job_id for job in jobs] == ["a", "b"]
+    assert len(invalid) == 1 and invalid[0].startswith(f"{source}:2:")
