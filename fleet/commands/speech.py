@@ -19,22 +19,50 @@ import click
     help="espeak: real speech via espeak-ng; tone: a sine tone as long as the text, "
     "FOR LOAD TESTS AND BENCHMARKS only; piper: a neural voice (needs the .[voice] extra)",
 )
-@click.option("--latency-ms", type=float, default=0.0, show_default=True,
-              help="added model time per request (simulates a GPU; used with tone)")  # fmt: skip
-@click.option("--batch-exponent", type=float, default=0.5, show_default=True,
-              help="latency = latency-ms × concurrent_requests^X (0 = fixed)")  # fmt: skip
+@click.option(
+    "--latency-ms",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="added model time per request (simulates a GPU; used with tone)",
+)
+@click.option(
+    "--batch-exponent",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="latency = latency-ms × concurrent_requests^X (0 = fixed)",
+)
 @click.option("--model", default=None, help="model name reported by /v1/models")
 @click.option("--log-level", default="WARNING", show_default=True)
-def speech_server(host: str, port: int, backend: str, latency_ms: float, batch_exponent: float,
-                  model: str | None, log_level: str) -> None:  # fmt: skip
+def speech_server(
+    host: str,
+    port: int,
+    backend: str,
+    latency_ms: float,
+    batch_exponent: float,
+    model: str | None,
+    log_level: str,
+) -> None:
     """Serve POST /v1/audio/speech, GET /health and GET /v1/audio/voices on this machine.
 
     The first line printed is `listening on http://HOST:PORT`."""
     from worker.speech_server import main
 
-    argv = ["--host", host, "--port", str(port), "--backend", backend,
-            "--latency-ms", str(latency_ms), "--batch-exponent", str(batch_exponent),
-            "--log-level", log_level]  # fmt: skip
+    argv = [
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--backend",
+        backend,
+        "--latency-ms",
+        str(latency_ms),
+        "--batch-exponent",
+        str(batch_exponent),
+        "--log-level",
+        log_level,
+    ]
     if model:
         argv += ["--model", model]
     sys.exit(main(argv))

@@ -108,10 +108,15 @@ def test_worker_protected_while_busy(aws_env, sqs, s3, agent: Agent, procs: Proc
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
     with start_speech_server("tone", latency_ms=3_000, batch_exponent=0) as speech:
         worker = procs.add(
-            start_worker(aws_env, SPEECH_URL=speech.url, ECS_AGENT_URI=agent.uri,
-                         PROTECTION_EXPIRES_MINUTES=5, PROTECTION_RENEW_SECONDS=1,
-                         **env_for(names))
-        )  # fmt: skip
+            start_worker(
+                aws_env,
+                SPEECH_URL=speech.url,
+                ECS_AGENT_URI=agent.uri,
+                PROTECTION_EXPIRES_MINUTES=5,
+                PROTECTION_RENEW_SECONDS=1,
+                **env_for(names),
+            )
+        )
         for i in range(2):
             sqs.send_message(
                 QueueUrl=names["queue_url"], MessageBody=Job(id=f"p{i}", text="Hi.").body()

@@ -1,0 +1,103 @@
+"""Worker configuration: defaults per DESIGN §3.4, one clear line per problem, exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.procs import ROOT, worker_env
+from worker.loop import backoff_seconds
+from worker.settings import Settings, SettingsError, load_settings
+
+REQUIRED = {
+    "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/jobs",
+    "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/1/jobs-dlq",
+    "OUTPUT_BUCKET": "out",
+}
+
+
+def test_defaults_follow_the_design() -> None:
+    settings = load_settings({**REQUIRED, "WORKER_ID": "w"})
+    assert settings == Settings(**{k.lower(): v for k, v in REQUIRED.items()}, worker_id="w")
+    assert (settings.output_prefix, settings.speech_url) == ("", "http://127.0.0.1:8091")
+    assert (settings.concurrency, settings.visibility_timeout, settings.max_text_chars) == (
+        4,
+        300,
+        20_000,
+    )
+    assert (settings.stop_timeout_seconds, settings.wait_time_seconds) == (120, 20)
+    assert settings.ecs_agent_uri == ""
+
+
+def test_heartbeat_follows_a_custom_visibility_timeout() -> None:
+    settings = load_settings({**REQUIRED, "VISIBILITY_TIMEOUT": "30"})
+    assert settings.heartbeat_seconds == 10
+
+
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"QUEUE_URL": ""}, "QUEUE_URL is required"),
+        ({"CONCURRENCY": "four"}, "CONCURRENCY='four': must be an integer"),
+        ({"CONCURRENCY": "0"}, "CONCURRENCY='0': must be between 1 and 256"),
+        ({"WAIT_TIME_SECONDS": "21"}, "WAIT_TIME_SECONDS='21': must be between 0 and 20"),
+        ({"VISIBILITY_TIMEOUT": "50000"}, "'50000': must be between 2 and 43200"),
+        (
+            {"VISIBILITY_TIMEOUT": "10", "HEARTBEAT_SECONDS": "10"},
+            "HEARTBEAT_SECONDS=10 must be shorter than VISIBILITY_TIMEOUT=10",
+        ),
+        ({"PROTECTION_EXPIRES_MINUTES": "3000"}, "must be between 1 and 2880"),
+        ({"DLQ_URL": "jobs-dlq"}, "DLQ_URL='jobs-dlq': must be an SQS queue URL"),
+    ],
+)
+def test_each_problem_is_named(env: dict[str, str], problem: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings({**REQUIRED, **env})
+    assert problem in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_several_problems_on_one_line() -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings({"CONCURRENCY": "x"})
+    assert str(error.value) == (
+        "QUEUE_URL is required; DLQ_URL is required; OUTPUT_BUCKET is required; "
+        "CONCURRENCY='x': must be an integer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "seconds"), [(1, 10), (2, 20), (3, 40), (4, 80), (5, 100), (50, 100)]
+)
+def test_release_delay_grows_with_the_receive_count(count: int, seconds: int) -> None:
+    assert backoff_seconds(count, base=10, cap=100) == seconds
+
+
+def run_worker(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "worker"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_misconfigured_worker_exits_non_zero_with_one_line(aws_env: dict[str, Any]) -> None:
+    result = run_worker(worker_env(aws_env, CONCURRENCY="lots", **REQUIRED) | {"QUEUE_URL": ""})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "configuration error" in lines[0]
+    assert "QUEUE_URL is required" in lines[0] and "CONCURRENCY='lots'" in lines[0]
+    assert result.stdout == ""
+
+
+def test_worker_without_speech_server_fails_fast(aws_env: dict[str, Any]) -> None:
+    env = worker_env(aws_env, SPEECH_URL="http://127.0.0.1:9", HEALTH_TIMEOUT_SECONDS=1, **REQUIRED)
+    result = run_worker(env)
+    assert result.returncode == 3
+    assert "speech server http://127.0.0.1:9/health did not answer within 1s" in result.stderr
