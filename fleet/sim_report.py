@@ -63,7 +63,7 @@ def summarise(
     samples: list[Sample],
     gpu_seconds: float,
     end: float,
-    starts: tuple[int, int],
+    starts: tuple[int, int, int],
 ) -> SimResult:
     arrivals = trace.arrivals
     latencies = [f - a for f, a in zip(finish, arrivals, strict=True)]
@@ -94,6 +94,7 @@ def summarise(
         "period_s": _r(end),
         "cold_starts": starts[0],
         "warm_starts": starts[1],
+        "hosts_launched": starts[2],
         "gpu_instance_hours": _r(gpu_hours, 4),
         "gpu_usd": _r(gpu_usd, 2),
         "floor_usd": _r(floor_usd, 2),

@@ -180,13 +180,16 @@ class Simulation:
             # A warm host (or one still launching for a cancelled task): the readiest first.
             host = min(fleet.spare.values(), key=lambda h: (h.ready_at, h.index))
             del fleet.spare[host.index]
-            fleet.warm_starts += 1
         else:
             provisioning = profile.host_provisioning_s + self.rng.uniform(
                 0.0, profile.host_provisioning_jitter_s
             )
             host = _Host(len(fleet.hosts), placed, placed + provisioning + profile.pull_s)
             fleet.hosts.append(host)
+        # Warm: the host is up with the image pulled; else the task waits for provisioning.
+        if host.ready_at <= placed:
+            fleet.warm_starts += 1
+        else:
             fleet.cold_starts += 1
         task_id = fleet.next_task
         fleet.next_task += 1
@@ -295,5 +298,5 @@ def simulate(
         samples=samples,
         gpu_seconds=gpu_seconds,
         end=end,
-        starts=(fleet.cold_starts, fleet.warm_starts),
+        starts=(fleet.cold_starts, fleet.warm_starts, len(fleet.hosts)),
     )

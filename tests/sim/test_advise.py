@@ -1,0 +1,99 @@
+"""The idle-window advisor: sweep, Pareto frontier, recommendation, honest extra GPU-hours."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from itertools import pairwise
+
+from click.testing import CliRunner
+
+from fleet.advise import HOST_IDLE_SECONDS, IDLE_MINUTES, Point, advise, pareto, recommend
+from fleet.cli import cli
+from fleet.cost import rates_for
+from fleet.policy import Scaling
+from fleet.sim_model import PROFILES, fleet_policy
+from fleet.traces import parse_trace
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@cache
+def sparse_report() -> dict:
+    from components.config import StackConfig
+
+    base = fleet_policy(Scaling(), host_idle_seconds=300, concurrency=4)
+    return advise(
+        parse_trace("sparse:7:8"),
+        PROFILES["default"],
+        base,
+        rates_for(StackConfig()),
+        max_p95_s=60.0,
+    )
+
+
+def test_sparse_finds_a_setting_under_60s_and_reports_its_extra_gpu_hours() -> None:
+    report = sparse_report()
+    rec = report["recommendation"]
+    assert rec is not None and rec["p95_s"] <= 60.0
+    assert len(report["points"]) == len(IDLE_MINUTES) * len(HOST_IDLE_SECONDS)
+    base, cheapest = report["baseline"], report["cheapest"]
+    assert rec["extra_gpu_hours"] == round(rec["gpu_hours"] - base["gpu_hours"], 4)
+    assert rec["extra_gpu_hours_vs_cheapest"] == round(rec["gpu_hours"] - cheapest["gpu_hours"], 4)
+    # Honest: the cheapest setting misses the bound, and meeting it costs GPU-hours.
+    assert cheapest["p95_s"] > 60.0
+    assert rec["extra_gpu_hours_vs_cheapest"] > 0
+    # And it is the cheapest setting that meets the bound.
+    fits = [p for p in report["points"] if p["p95_s"] <= 60.0]
+    assert rec["cost_usd"] == min(p["cost_usd"] for p in fits)
+
+
+def test_frontier_points_are_not_dominated() -> None:
+    report = sparse_report()
+    front = report["frontier"]
+    assert [p["cost_usd"] for p in front] == sorted(p["cost_usd"] for p in front)
+    assert all(a["p95_s"] > b["p95_s"] for a, b in pairwise(front))
+    for f in front:
+        assert not any(
+            p["cost_usd"] <= f["cost_usd"]
+            and p["p95_s"] <= f["p95_s"]
+            and (p["cost_usd"], p["p95_s"]) != (f["cost_usd"], f["p95_s"])
+            for p in report["points"]
+        )
+
+
+def _p(idle: int, cost: float, p95: float) -> Point:
+    return Point(idle, 0, p95, gpu_hours=cost, cost_usd=cost, monthly_usd=cost * 10)
+
+
+def test_recommend_cheapest_under_latency_or_fastest_under_budget() -> None:
+    points = [_p(1, 1.0, 900.0), _p(2, 2.0, 50.0), _p(3, 3.0, 10.0), _p(4, 4.0, 20.0)]
+    assert recommend(points, 60.0, None) == points[1]
+    assert recommend(points, None, 35.0) == points[2]  # 30/month fits, fastest of those
+    assert recommend(points, 5.0, None) is None
+    assert pareto(points) == [points[0], points[1], points[2]]
+
+
+def test_advise_command_json_and_plot(tmp_path) -> None:
+    plot = tmp_path / "frontier.png"
+    result = CliRunner().invoke(
+        cli,
+        ["advise", "--trace", "sparse:7:8", "--max-p95-latency", "60s", "--json",
+         "--plot", str(plot)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["recommendation"]["p95_s"] <= 60
+    assert plot.read_bytes().startswith(PNG)
+
+
+def test_advise_command_unmeetable_bound_exits_1() -> None:
+    result = CliRunner().invoke(cli, ["advise", "--trace", "burst:50", "--max-p95-latency", "1s"])
+    assert result.exit_code == 1
+    assert "no swept setting meets" in result.output
+
+
+def test_advise_command_bad_duration_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["advise", "--trace", "burst:5", "--max-p95-latency", "fast"])
+    assert result.exit_code == 2
+    assert "'fast' is not a duration like 60s, 2m or 1h" in result.output

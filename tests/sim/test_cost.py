@@ -1,0 +1,122 @@
+"""Cost model: the idle floor per network mode, instance choice, prices file, `tts-fleet cost`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from components.config import StackConfig, load_stack_file
+from fleet.cli import cli
+from fleet.cost import CostError, cost_report, load_prices, pick_instance, rates_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def floor(report: dict, mode: str) -> dict[str, float]:
+    return {x["item"]: x["monthly_usd"] for x in report["modes"][mode]["floor"]}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_scale_to_zero_is_not_a_zero_bill(stack: str) -> None:
+    report = cost_report(load_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    totals = {m: v["floor_monthly_usd"] for m, v in report["modes"].items()}
+    nat = floor(report, "nat")
+    # nat: the NAT gateway is the largest line and more than half of the floor.
+    assert max(nat, key=lambda k: nat[k]) == "NAT gateway hours"
+    assert nat["NAT gateway hours"] > totals["nat"] / 2
+    # existing mode adds no network of its own: the smallest floor.
+    assert totals["existing"] == min(totals.values())
+    assert totals["existing"] > 0  # alarms, dashboard, ECR, logs still bill
+    assert sum(floor(report, "nat").values()) == pytest.approx(totals["nat"], abs=0.05)
+
+
+def test_nat_hours_follow_the_gateway_count() -> None:
+    prices = load_prices()
+    single = StackConfig.from_raw({"network": {"azCount": 3, "natGateways": "single"}})
+    per_az = StackConfig.from_raw({"network": {"azCount": 3, "natGateways": "one-per-az"}})
+    one = floor(cost_report(single), "nat")["NAT gateway hours"]
+    three = floor(cost_report(per_az), "nat")["NAT gateway hours"]
+    assert one == pytest.approx(prices["nat_gateway_hour"] * 730, abs=0.01)
+    assert three == pytest.approx(3 * one, abs=0.01)
+
+
+def test_endpoints_are_priced_per_endpoint_and_az() -> None:
+    from components.network import INTERFACE_ENDPOINTS  # the set the Network component creates
+
+    prices = load_prices()
+    assert prices.assumptions["interface_endpoints"] == len(INTERFACE_ENDPOINTS)
+    cfg = StackConfig.from_raw({"network": {"mode": "endpoints", "azCount": 3}})
+    line = floor(cost_report(cfg), "endpoints")["Interface endpoints × AZs"]
+    expected = len(INTERFACE_ENDPOINTS) * 3 * 730 * prices["interface_endpoint_hour"]
+    assert line == pytest.approx(expected, abs=0.01)
+
+
+def test_instance_choice_follows_gpu_config() -> None:
+    prices = load_prices()
+    table = prices["instances"]
+    default = pick_instance(StackConfig(), prices)
+    fits = [n for n, s in table.items() if s["gpus"] == 1 and s["gpu_memory_gib"] >= 20]
+    assert default.type == min(fits, key=lambda n: table[n]["hourly"])
+    big = pick_instance(StackConfig.from_raw({"gpu": {"minGpuMemoryGib": 40}}), prices)
+    assert table[big.type]["gpu_memory_gib"] >= 40
+    pinned = StackConfig.from_raw({"gpu": {"allowedInstanceTypes": ["g5.xlarge"]}})
+    assert pick_instance(pinned, prices).type == "g5.xlarge"
+    spot = pick_instance(StackConfig.from_raw({"gpu": {"capacityType": "spot"}}), prices)
+    factor = prices.assumptions["spot_factor"]
+    assert spot.hourly_usd == pytest.approx(default.hourly_usd * factor, abs=1e-4)
+    with pytest.raises(CostError, match="no priced instance type fits"):
+        pick_instance(StackConfig.from_raw({"gpu": {"minGpuMemoryGib": 500}}), prices)
+
+
+def test_running_cost_and_simulator_rates_agree() -> None:
+    cfg = StackConfig()
+    report = cost_report(cfg)
+    run = report["modes"]["nat"]["running"]
+    assert run["per_gpu_hour_usd"] == pytest.approx(
+        run["gpu_hourly_usd"] + run["management_fee_hourly_usd"]
+    )
+    rates = rates_for(cfg)
+    assert rates.gpu_hourly_usd == pytest.approx(run["per_gpu_hour_usd"])
+    # The simulator's floor is the configured mode's floor without output storage.
+    no_outputs = report["modes"]["nat"]["floor_monthly_usd"] - floor(report, "nat")["S3 outputs"]
+    assert rates.floor_monthly_usd == pytest.approx(no_outputs, abs=0.01)
+    assert run["network_data_per_cold_start_usd"] > 0
+    assert report["modes"]["existing"]["running"]["network_data_per_cold_start_usd"] == 0
+
+
+def test_region_overrides_fall_back_to_us_east_1_and_say_so() -> None:
+    base, eu = load_prices(), load_prices("eu-west-1")
+    assert eu["nat_gateway_hour"] > base["nat_gateway_hour"]
+    assert eu["dashboard_month"] == base["dashboard_month"]
+    assert "dashboard_month" in eu.fallback_keys and "nat_gateway_hour" not in eu.fallback_keys
+    assert base.fallback_keys == ()
+
+
+def test_prices_file_states_source_and_date() -> None:
+    meta = load_prices().meta
+    assert meta["as_of"] and "verify" in meta["status"]
+    assert all(url.startswith("https://aws.amazon.com/") for url in meta["sources"].values())
+
+
+def test_cost_command_prints_three_modes_side_by_side() -> None:
+    runner = CliRunner()
+    text = runner.invoke(cli, ["cost", "--stack", "dev", "--project-dir", str(ROOT)])
+    assert text.exit_code == 0, text.output
+    header = next(line for line in text.output.splitlines() if "idle floor" in line)
+    assert header.split()[-3:] == ["nat", "endpoints", "existing"]
+    as_json = runner.invoke(cli, ["cost", "--stack", "dev", "--project-dir", str(ROOT), "--json"])
+    data = json.loads(as_json.output)
+    assert data["stack"] == "dev" and set(data["modes"]) == {"nat", "endpoints", "existing"}
+    assert data["modes"]["nat"]["running"]["capacity_type"] == "spot"  # from Pulumi.dev.yaml
+
+
+def test_cost_command_bad_stack_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["cost", "--stack", "nope", "--project-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: {tmp_path / 'Pulumi.nope.yaml'}: no such stack file (stacks are "
+        "Pulumi.<stack>.yaml)"
+    ]

@@ -1,0 +1,152 @@
+"""The simulator against the issue's acceptance figures, and its model piece by piece."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from fleet.policy import Band, Scaling, bands
+from fleet.sim_model import (
+    PROFILES,
+    SEED_PROFILE,
+    Batching,
+    PolicySetup,
+    fleet_policy,
+    seed_policy,
+)
+from fleet.sim_report import CostRates, percentile
+from fleet.simulate import Simulation, simulate
+from fleet.traces import Trace, parse_trace
+
+RATES = CostRates(gpu_hourly_usd=1.0, floor_monthly_usd=73.0)
+ALARM_S = 120.0  # minute 0's datapoint is published at 60 s + 60 s lag, evaluated then
+JOB_S = SEED_PROFILE.batching.base_s
+
+
+def run(spec: str, policy: PolicySetup, profile: str = "seed", seed: int = 0) -> dict:
+    return simulate(parse_trace(spec, seed), PROFILES[profile], policy, RATES, seed).summary
+
+
+def fleet20() -> PolicySetup:
+    return fleet_policy(Scaling(0, 20, 8, 5), host_idle_seconds=300, concurrency=1)
+
+
+def test_seed_policy_is_the_samples_one_step_through_the_same_policy_code() -> None:
+    plan = bands(seed_policy().scaling)
+    assert plan.bands == (Band(0, None, 1),)  # ExactCapacity 1 whenever outstanding ≥ 1
+
+
+def test_seed_one_job_into_an_idle_stack_takes_12_to_14_minutes() -> None:
+    summary = run("burst:1", seed_policy())
+    assert 12 * 60 <= summary["first_result_s"] <= 14 * 60
+    assert summary["cold_starts"] == 1
+
+
+def test_seed_burst_10000_drains_serially_like_the_blog() -> None:
+    summary = run("burst:10000", seed_policy())
+    expected = 13 * 60 + 10_000 * JOB_S
+    assert abs(summary["drain_s"] - expected) <= 0.05 * expected
+
+
+def test_fleet_20_workers_near_the_lower_bound_and_10x_faster_than_seed() -> None:
+    fleet = run("burst:10000", fleet20())
+    seed = run("burst:10000", seed_policy())
+    cold_start = ALARM_S + SEED_PROFILE.cold_task_s
+    lower_bound = cold_start + math.ceil(10_000 / 20) * JOB_S
+    assert lower_bound <= fleet["drain_s"] <= 1.15 * lower_bound
+    assert seed["drain_s"] >= 10 * fleet["drain_s"]
+    assert fleet["cold_starts"] == 20
+
+
+def test_sparse_seed_keeps_paying_for_restarts() -> None:
+    """sparse:7:8 with the seed. The issue expected a full cold start per job (p50 ≥ 12 min);
+    that cannot happen: the 13-minute cold start is longer than the 7-minute gap, so the next
+    job always arrives during it and shares it. What the model shows instead: the fleet scales
+    in after each quiet spell, the lagging datapoint relaunches it, the idle alarm cancels it,
+    and every third job waits for a host (≈5.5 min) — a new GPU host every ≈21 minutes."""
+    result = simulate(parse_trace("sparse:7:8"), SEED_PROFILE, seed_policy(), RATES)
+    latencies, summary = result.latencies, result.summary
+    assert latencies[0] >= 12 * 60  # the first job: a full cold start
+    assert summary["latency_s"]["p95"] >= 5 * 60
+    assert sum(1 for x in latencies if x >= 5 * 60) >= len(latencies) / 4
+    assert summary["hosts_launched"] >= 15
+    assert summary["warm_starts"] == 0  # the sample keeps no host for reuse
+
+
+def test_same_inputs_and_seed_give_identical_json() -> None:
+    first = json.dumps(run("poisson:20:2", fleet20(), "default", seed=7), sort_keys=True)
+    again = json.dumps(run("poisson:20:2", fleet20(), "default", seed=7), sort_keys=True)
+    other = json.dumps(run("poisson:20:2", fleet20(), "default", seed=8), sort_keys=True)
+    assert first == again
+    assert first != other
+
+
+@pytest.mark.parametrize(("in_flight", "latency"), [(1, 2.0), (2, 2.5), (4, 3.5)])
+def test_batching_latency_and_throughput(in_flight: int, latency: float) -> None:
+    model = Batching(2.0, 0.25)
+    assert model.latency(in_flight) == latency
+    assert model.throughput(in_flight) == in_flight / latency
+
+
+def test_concurrency_with_batching_raises_throughput_by_the_model() -> None:
+    """One worker, 400 jobs: 4 slots at alpha 0.25 drain in 100 rounds of 3.5 s."""
+    profile = PROFILES["default"]
+    one = fleet_policy(Scaling(0, 1, 8, 5), 300, concurrency=1)
+    four = fleet_policy(Scaling(0, 1, 8, 5), 300, concurrency=4)
+    serial = simulate(parse_trace("burst:400"), profile, one, RATES).summary
+    batched = simulate(parse_trace("burst:400"), profile, four, RATES).summary
+    ready = serial["first_result_s"] - 2.0
+    assert serial["drain_s"] == pytest.approx(ready + 400 * 2.0)
+    assert batched["drain_s"] == pytest.approx(ready + 100 * 3.5)
+
+
+def _two_jobs(host_idle_seconds: int) -> dict:
+    """Job 1 at 0, job 2 at 30 min, after the 1-minute idle window stopped the task."""
+    policy = fleet_policy(Scaling(0, 1, 1, 1), host_idle_seconds, concurrency=1)
+    trace = Trace("two", (0.0, 1800.0), 1800.0)
+    result = simulate(trace, SEED_PROFILE, policy, RATES)
+    return {**result.summary, "second": result.latencies[1]}
+
+
+def test_warm_host_skips_provisioning_and_pull() -> None:
+    warm = _two_jobs(host_idle_seconds=3600)
+    assert (warm["cold_starts"], warm["warm_starts"]) == (1, 1)
+    assert warm["second"] == pytest.approx(ALARM_S + SEED_PROFILE.warm_task_s + JOB_S)
+
+
+def test_cold_host_pays_provisioning_pull_load_and_warmup() -> None:
+    cold = _two_jobs(host_idle_seconds=0)
+    assert (cold["cold_starts"], cold["warm_starts"]) == (2, 0)
+    p = SEED_PROFILE
+    low = ALARM_S + p.task_placement_s + p.host_provisioning_s + p.pull_s + p.model_load_s
+    low += p.warmup_s + JOB_S
+    assert low <= cold["second"] <= low + p.host_provisioning_jitter_s
+    # The warm host billed its idle half hour; the cold one did not.
+    assert _two_jobs(3600)["gpu_instance_hours"] > cold["gpu_instance_hours"]
+
+
+def test_busy_tasks_are_never_stopped_and_idle_surplus_is() -> None:
+    """80 five-minute jobs on 10 workers: as the backlog falls the bands ask for fewer
+    workers, but every worker is busy until the queue is empty, so none is stopped early
+    (a stopped task would lose its slot and stretch the drain)."""
+    profile = PROFILES["seed"]
+    policy = fleet_policy(Scaling(0, 10, 8, 5), 300, concurrency=1)
+    slow = type(profile)(**{**profile.__dict__, "batching": Batching(300.0, 1.0)})
+    sim = Simulation(parse_trace("burst:80"), slow, policy)
+    finish, samples, fleet, _ = sim.run()
+    assert fleet.cold_starts == 10 and fleet.warm_starts == 0
+    first_ready = min(finish) - 300.0
+    assert max(finish) <= first_ready + 8 * 300.0 + profile.host_provisioning_jitter_s
+    assert any(s.desired < s.running for s in samples)  # scale-in was asked while busy
+    for s in samples:  # every task above the desired count is a busy one
+        assert s.running - s.desired <= max(0, s.outstanding)
+    assert samples[-1].running == 0
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(x) for x in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.95) == 95.0
+    assert percentile([3.0], 0.95) == 3.0

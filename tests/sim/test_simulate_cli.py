@@ -1,0 +1,105 @@
+"""`tts-fleet simulate`: JSON, determinism, --compare, --stack, --plot and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from components.config import load_stack_file
+from fleet.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["simulate", *args])
+    return result.exit_code, result.output
+
+
+def test_json_is_identical_for_identical_inputs() -> None:
+    args = ("--trace", "poisson:30:1", "--seed", "5", "--max-workers", "6", "--json")
+    code, first = invoke(*args)
+    assert code == 0, first
+    assert invoke(*args)[1] == first
+    data = json.loads(first)
+    assert data["jobs"] > 0 and data["settings"]["max_workers"] == 6
+    assert data["latency_s"]["p50"] <= data["latency_s"]["p95"] <= data["latency_s"]["max"]
+
+
+def test_compare_runs_both_policies_on_the_same_trace_and_profile() -> None:
+    code, output = invoke(
+        "--trace", "burst:2000", "--profile", "seed", "--max-workers", "20",
+        "--concurrency", "1", "--compare", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    data = json.loads(output)
+    assert data["seed"]["settings"]["max_workers"] == 1  # the seed policy ignores the flags
+    assert data["fleet"]["settings"]["max_workers"] == 20
+    assert data["seed"]["drain_s"] > 4 * data["fleet"]["drain_s"]
+    assert data["seed"]["jobs"] == data["fleet"]["jobs"] == 2000
+
+
+def test_stack_file_supplies_scaling_and_concurrency() -> None:
+    code, output = invoke(
+        "--trace", "burst:100", "--stack", "prod", "--project-dir", str(ROOT), "--json"
+    )
+    assert code == 0, output
+    settings = json.loads(output)["settings"]
+    prod = load_stack_file(ROOT / "Pulumi.prod.yaml")
+    assert settings["max_workers"] == prod.scaling.max_workers
+    assert settings["idle_minutes"] == prod.scaling.idle_minutes
+    assert settings["host_idle_seconds"] == prod.scaling.host_idle_seconds
+    assert settings["concurrency"] == prod.worker.concurrency
+
+
+def test_plot_writes_a_png_timeline(tmp_path: Path) -> None:
+    plot = tmp_path / "timeline.png"
+    code, output = invoke("--trace", "burst:300", "--compare", "--plot", str(plot))
+    assert code == 0, output
+    assert plot.read_bytes().startswith(PNG)
+    assert "seed" in output and "fleet" in output and "drain time" in output
+
+
+def test_bad_trace_is_one_error_line() -> None:
+    code, output = invoke("--trace", "burst:many")
+    assert code == 2
+    assert output.strip().splitlines() == ["error: 'burst:many': N must be numbers"]
+
+
+def test_bad_flag_names_the_config_key() -> None:
+    code, output = invoke("--trace", "burst:5", "--max-workers", "0")
+    assert code == 2
+    assert output.strip().splitlines() == [
+        "error: tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"
+    ]
+
+
+def test_cloudwatch_trace_needs_a_queue() -> None:
+    code, output = invoke("--trace", "cloudwatch")
+    assert code == 2
+    assert "needs --stack S (its queueUrl output) or --queue-name" in output
+
+
+def test_cloudwatch_trace_from_moto(aws_env: dict[str, str]) -> None:
+    import datetime as dt
+
+    import boto3
+
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+    boto3.client("cloudwatch").put_metric_data(
+        Namespace="AWS/SQS",
+        MetricData=[{
+            "MetricName": "NumberOfMessagesSent",
+            "Dimensions": [{"Name": "QueueName", "Value": "tts-jobs"}],
+            "Timestamp": now - dt.timedelta(minutes=30),
+            "Value": 12.0,
+        }],
+    )  # fmt: skip
+    code, output = invoke(
+        "--trace", "cloudwatch", "--queue-name", "tts-jobs", "--days", "1", "--json"
+    )
+    assert code == 0, output
+    assert json.loads(output)["jobs"] == 12
