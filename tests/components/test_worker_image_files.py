@@ -1,0 +1,195 @@
+"""worker/entrypoint.sh run for real with stand-ins for the two programs it supervises.
+
+`vllm` is a small Python script on PATH that records its arguments, answers /health and
+records SIGTERM; `python -m worker` resolves to a stand-in package in a temp dir that records
+start, SIGTERM and exit. The events file gives the order. What this cannot prove: that the real
+vLLM-Omni accepts `--omni` (no GPU here), nor the Dockerfile build (no Docker engine here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.components.stack_support import WORKER_DIR
+
+ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
+
+FAKE_VLLM = """#!{python}
+import http.server, os, signal, sys, threading, time
+events = os.environ["EVENTS"]
+def note(text):
+    with open(events, "a") as f:
+        f.write(text + "\\n")
+note("vllm-start " + " ".join(sys.argv[1:]))
+if os.environ.get("VLLM_MODE") == "crash":
+    sys.exit(7)
+def on_term(*_):
+    note("vllm-term")
+    os._exit(0)
+signal.signal(signal.SIGTERM, on_term)
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+time.sleep(0.5)  # a model load takes a while
+server = http.server.HTTPServer(("127.0.0.1", port), Health)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+while True:
+    time.sleep(0.1)
+"""
+
+FAKE_WORKER = """import os, signal, sys, time
+events = os.environ["EVENTS"]
+def note(text):
+    with open(events, "a") as f:
+        f.write(text + "\\n")
+note("worker-start")
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+while not stop:
+    time.sleep(0.05)
+note("worker-term")
+time.sleep(0.3)  # drain in-flight jobs
+note("worker-exit")
+sys.exit(int(os.environ.get("WORKER_EXIT", "0")))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists() and line in events.read_text().splitlines():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{line!r} never appeared; events: {read(events)}")
+
+
+def read(events: Path) -> list[str]:
+    return events.read_text().splitlines() if events.exists() else []
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    vllm = bin_dir / "vllm"
+    vllm.write_text(FAKE_VLLM.format(python=sys.executable))
+    vllm.chmod(0o755)
+    package = tmp_path / "pkg" / "worker"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(FAKE_WORKER)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(tmp_path / "pkg"),
+        "EVENTS": str(tmp_path / "events"),
+        "SPEECH_MODEL": "Qwen/Test-Model",
+        "SPEECH_PORT": str(free_port()),
+        "HEALTH_TIMEOUT_SECONDS": "60",
+        "CWD": str(tmp_path / "pkg"),
+    }
+
+
+@pytest.fixture
+def start(sandbox: dict[str, str]) -> Iterator[object]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(**extra: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **sandbox, **extra}
+        proc = subprocess.Popen(
+            ["bash", str(ENTRYPOINT)], env=env, cwd=sandbox["CWD"], start_new_session=True
+        )
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:  # never leave the entrypoint or its children running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_reaches_the_worker_first_and_vllm_is_stopped_after(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(WORKER_EXIT="0")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    assert (
+        read(events)[0]
+        == f"vllm-start serve Qwen/Test-Model --omni --port {sandbox['SPEECH_PORT']}"
+    )
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert read(events) == [
+        f"vllm-start serve Qwen/Test-Model --omni --port {sandbox['SPEECH_PORT']}",
+        "worker-start",
+        "worker-term",
+        "worker-exit",
+        "vllm-term",
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_the_worker_exit_code_is_the_containers(start: object, sandbox: dict[str, str]) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(WORKER_EXIT="3")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 3
+    assert read(events)[-1] == "vllm-term"
+
+
+@pytest.mark.timeout(120)
+def test_a_speech_server_that_dies_before_health_fails_fast_without_a_worker(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    proc = start(VLLM_MODE="crash")  # type: ignore[operator]
+    assert proc.wait(timeout=60) == 1
+    assert read(Path(sandbox["EVENTS"])) == [
+        f"vllm-start serve Qwen/Test-Model --omni --port {sandbox['SPEECH_PORT']}"
+    ]
+
+
+def test_dockerfile_bakes_weights_before_the_worker_code() -> None:
+    lines = [
+        line.strip()
+        for line in (WORKER_DIR / "Dockerfile").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+    def index(prefix: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+    weights = index('RUN python3 -c "import os; from huggingface_hub import snapshot_download')
+    assert index("ARG MODEL=") < weights
+    assert weights < index("COPY requirements.txt") < index("COPY . /app/worker/")
+    assert lines[-1] == 'ENTRYPOINT ["/app/worker/entrypoint.sh"]'
+    assert "HF_HUB_OFFLINE=1 \\" in lines  # tasks never reach the hub at run time
+    requirements = (WORKER_DIR / "requirements.txt").read_text()
+    assert [r.split(">=")[0] for r in requirements.splitlines() if r and r[0] != "#"] == [
+        "boto3",
+        "pydantic",
+        "httpx",
+    ]
