@@ -31,7 +31,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 demo: $(LOCAL_STAMP)
-	$(BIN)/tts-fleet local --demo 40 --max-workers 4
+	$(BIN)/tts-fleet local --demo 40 --max-workers 4 --cold-start-ticks 2 --speech-latency-ms 1000
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -119,34 +119,49 @@ def write_timeline(samples: Sequence[Tick], path: Path, title: str) -> Path:
 
     matplotlib.use("Agg")  # no display here, and none needed
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    ticks = [s.tick for s in samples]
-    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 5.5), dpi=110)
-    top.fill_between(
-        ticks,
-        [s.outstanding for s in samples],
-        step="post",
-        alpha=0.3,
-        label="outstanding (visible + in flight)",
-    )
-    top.step(ticks, [s.in_flight for s in samples], where="post", label="in flight")
-    top.plot(ticks, [s.completed for s in samples], label="completed", color="tab:green")
-    top.set_ylabel("jobs")
-    top.legend(loc="upper right", fontsize="small")
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 5.8), dpi=110)
+    _jobs_panel(top, samples)
     top.set_title(title, fontsize="medium")
-    bottom.step(
-        ticks, [s.desired for s in samples], where="post", linestyle="--", label="desired (policy)"
-    )
-    bottom.step(ticks, [s.running for s in samples], where="post", label="running workers")
-    bottom.step(
-        ticks, [s.pending for s in samples], where="post", alpha=0.6, label="pending (cold start)"
-    )
-    bottom.set_ylabel("workers")
-    bottom.set_xlabel("tick (one tick = one CloudWatch minute)")
-    bottom.yaxis.get_major_locator().set_params(integer=True)
-    bottom.legend(loc="upper right", fontsize="small")
+    _workers_panel(bottom, samples)
+    for axes in (top, bottom):
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+        axes.grid(alpha=0.25)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     plt.close(figure)
     return path
+
+
+def _jobs_panel(axes: Any, samples: Sequence[Tick]) -> None:
+    ticks = [s.tick for s in samples]
+    outstanding = [s.outstanding for s in samples]
+    axes.fill_between(ticks, outstanding, step="post", alpha=0.3, label="outstanding")
+    axes.step(ticks, [s.in_flight for s in samples], where="post", label="in flight")
+    axes.step(ticks, [s.completed for s in samples], where="post", label="completed")
+    axes.set_ylabel("jobs")
+
+
+def _workers_panel(axes: Any, samples: Sequence[Tick]) -> None:
+    ticks = [s.tick for s in samples]
+    desired = [s.desired for s in samples]
+    running = [s.running for s in samples]
+    axes.step(ticks, desired, where="post", linestyle="--", color="black", label="desired")
+    axes.step(ticks, running, where="post", color="tab:orange", label="running")
+    zeros = [0] * len(ticks)
+    axes.fill_between(ticks, zeros, [s.pending for s in samples], step="post",
+                      color="tab:purple", alpha=0.25, label="cold start")  # fmt: skip
+    axes.fill_between(ticks, zeros, [s.stopping for s in samples], step="post",
+                      color="tab:red", alpha=0.25, hatch="//", label="draining")  # fmt: skip
+    kept = [r > d for r, d in zip(running, desired, strict=True)]
+    axes.fill_between(ticks, desired, running, where=kept, step="post", color="tab:orange",
+                      alpha=0.2, label="busy, protected")  # fmt: skip
+    idle = next((s.tick for s in samples if s.alarm == "idle" and s.tick > 1), None)
+    if idle is not None:
+        axes.axvline(idle, color="grey", linestyle=":", label="idle alarm")
+    axes.set_ylabel("workers")
+    axes.set_xlabel("tick (one tick = one CloudWatch minute)")
