@@ -9,28 +9,21 @@ and the model, so a code change means a new tag and therefore a new task definit
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict, Field
 
 from components.image_build import BUILD_TIMEOUT_MINUTES, WorkerImageBuild
+from components.image_source import ecr_repository_arn, image_tag, source_files
 from components.storage import OutputBucket, OutputBucketArgs
 
-# Never part of the image or its tag: caches the interpreter or tools leave behind.
-IGNORED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-IGNORED_SUFFIXES = (".pyc", ".pyo")
-TAG_LENGTH = 20
 KEEP_IMAGES = 10
 SOURCE_PREFIX = "worker-source"
 # Privileged mode is what lets a CodeBuild container run `docker build`.
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
 BUILD_COMPUTE = "BUILD_GENERAL1_LARGE"  # 128 GB disk: CUDA base + baked weights fit
-_ECR_URI = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/([^:@]+)")
 
 BUILDSPEC = """version: 0.2
 phases:
@@ -43,38 +36,6 @@ phases:
       - docker build --build-arg MODEL="$MODEL" -t "$REPOSITORY_URI:$IMAGE_TAG" .
       - docker push "$REPOSITORY_URI:$IMAGE_TAG"
 """
-
-
-def source_files(worker_dir: str | Path) -> list[Path]:
-    """Files that make up the image source, sorted, without caches."""
-    root = Path(worker_dir)
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file()
-        and not IGNORED_DIRS.intersection(p.relative_to(root).parts)
-        and not p.name.endswith(IGNORED_SUFFIXES)
-    )
-
-
-def image_tag(worker_dir: str | Path, model: str) -> str:
-    """Content hash of `worker/` (paths + bytes) and the model baked into the image."""
-    root = Path(worker_dir)
-    digest = hashlib.sha256(f"model={model}\n".encode())
-    for path in source_files(root):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:TAG_LENGTH]
-
-
-def ecr_repository_arn(image_uri: str) -> str | None:
-    """The ECR repository ARN of a prebuilt image URI; None for other registries."""
-    match = _ECR_URI.match(image_uri)
-    if not match:
-        return None
-    account, region, china, repository = match.groups()
-    partition = "aws-cn" if china else "aws"
-    return f"arn:{partition}:ecr:{region}:{account}:repository/{repository}"
 
 
 def lifecycle_policy(keep: int) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from components.image import image_tag
+from components.image_source import image_tag
 from tests.components.stack_support import (
     PREBUILT,
     WORKER_DIR,
