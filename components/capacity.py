@@ -56,6 +56,32 @@ def instance_requirements(gpu: GpuConfig) -> dict:
     return requirements
 
 
+def managed_instances_provider(
+    args: GpuCapacityArgs,
+    infrastructure_role_arn: pulumi.Input[str],
+    instance_profile_arn: pulumi.Input[str],
+    security_group_id: pulumi.Input[str],
+) -> dict:
+    """The `managed_instances_provider` block: where, what and how long hosts live."""
+    return {
+        "infrastructure_role_arn": infrastructure_role_arn,
+        "propagate_tags": "CAPACITY_PROVIDER",
+        "auto_repair_configuration": {"actions_status": AUTO_REPAIR_ENABLED},
+        # How long an idle GPU host (and its pulled 14 GB image) is kept for reuse.
+        "infrastructure_optimization": {"scale_in_after": args.host_idle_seconds},
+        "instance_launch_template": {
+            "ec2_instance_profile_arn": instance_profile_arn,
+            "capacity_option_type": CAPACITY_OPTION[args.gpu.capacity_type],
+            "network_configuration": {
+                "subnets": args.subnet_ids,
+                "security_groups": [security_group_id],
+            },
+            "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
+            "instance_requirements": instance_requirements(args.gpu),
+        },
+    }
+
+
 def assume_role(service: str) -> str:
     return json.dumps(
         {
@@ -115,23 +141,9 @@ class GpuCapacity(pulumi.ComponentResource):
         provider = aws.ecs.CapacityProvider(
             f"{name}-gpu",
             cluster=cluster.name,
-            managed_instances_provider={
-                "infrastructure_role_arn": infrastructure_role.arn,
-                "propagate_tags": "CAPACITY_PROVIDER",
-                "auto_repair_configuration": {"actions_status": AUTO_REPAIR_ENABLED},
-                # How long an idle GPU host (and its pulled 14 GB image) is kept for reuse.
-                "infrastructure_optimization": {"scale_in_after": args.host_idle_seconds},
-                "instance_launch_template": {
-                    "ec2_instance_profile_arn": profile.arn,
-                    "capacity_option_type": CAPACITY_OPTION[args.gpu.capacity_type],
-                    "network_configuration": {
-                        "subnets": args.subnet_ids,
-                        "security_groups": [sg.id],
-                    },
-                    "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
-                    "instance_requirements": instance_requirements(args.gpu),
-                },
-            },
+            managed_instances_provider=managed_instances_provider(
+                args, infrastructure_role.arn, profile.arn, sg.id
+            ),
             opts=child,
         )
         self.cluster_name, self.cluster_arn = cluster.name, cluster.arn

@@ -75,25 +75,7 @@ class Platform(pulumi.ComponentResource):
         )
         service = WorkerService(
             f"{name}-worker",
-            WorkerServiceArgs(
-                worker=cfg.worker,
-                queue=cfg.queue,
-                gpu_count=cfg.gpu.gpu_count,
-                min_memory_gib=cfg.gpu.memory_gib.min,
-                cluster_arn=capacity.cluster_arn,
-                cluster_name=capacity.cluster_name,
-                capacity_provider_name=capacity.capacity_provider_name,
-                subnet_ids=network.private_subnet_ids,
-                security_group_id=capacity.security_group_id,
-                image_uri=image.image_uri,
-                repository_arns=image.repository_arns,
-                queue_url=queue.queue_url,
-                queue_arn=queue.queue_arn,
-                dlq_url=queue.dlq_url,
-                dlq_arn=queue.dlq_arn,
-                bucket_name=bucket.bucket_name,
-                bucket_arn=bucket.bucket_arn,
-            ),
+            worker_service_args(cfg, network, queue, bucket, image, capacity),
             opts=child,
         )
         # ── Wiring point for the lead: QueueAutoscaling (components/autoscaling.py) and the
@@ -101,18 +83,7 @@ class Platform(pulumi.ComponentResource):
         # `cfg.scaling` / `cfg.alerts` and the queue, cluster and service outputs above
         # (queue.queue_name, capacity.cluster_name, service.service_name, ...). Not imported
         # here on purpose: another engineer owns them.
-        self.queue_url, self.queue_arn, self.queue_name = (
-            queue.queue_url,
-            queue.queue_arn,
-            queue.queue_name,
-        )
-        self.dlq_url, self.dlq_arn, self.dlq_name = queue.dlq_url, queue.dlq_arn, queue.dlq_name
-        self.producer_policy_arn = queue.producer_policy_arn
-        self.bucket_name, self.bucket_arn = bucket.bucket_name, bucket.bucket_arn
-        self.cluster_name, self.cluster_arn = capacity.cluster_name, capacity.cluster_arn
-        self.service_name = service.service_name
-        self.image_uri = image.image_uri
-        self.log_group_name = service.log_group_name
+        self._expose(queue, bucket, capacity, service, image)
         self.register_outputs(
             {
                 "queue_url": self.queue_url,
@@ -125,3 +96,54 @@ class Platform(pulumi.ComponentResource):
                 "log_group_name": self.log_group_name,
             }
         )
+
+    def _expose(
+        self,
+        queue: JobQueue,
+        bucket: OutputBucket,
+        capacity: GpuCapacity,
+        service: WorkerService,
+        image: WorkerImage,
+    ) -> None:
+        self.queue_url, self.queue_arn, self.queue_name = (
+            queue.queue_url,
+            queue.queue_arn,
+            queue.queue_name,
+        )
+        self.dlq_url, self.dlq_arn, self.dlq_name = queue.dlq_url, queue.dlq_arn, queue.dlq_name
+        self.producer_policy_arn = queue.producer_policy_arn
+        self.bucket_name, self.bucket_arn = bucket.bucket_name, bucket.bucket_arn
+        self.cluster_name, self.cluster_arn = capacity.cluster_name, capacity.cluster_arn
+        self.service_name = service.service_name
+        self.image_uri = image.image_uri
+        self.log_group_name = service.log_group_name
+
+
+def worker_service_args(
+    cfg: StackConfig,
+    network: Network,
+    queue: JobQueue,
+    bucket: OutputBucket,
+    image: WorkerImage,
+    capacity: GpuCapacity,
+) -> WorkerServiceArgs:
+    """Everything the worker task needs to know, from the config and its sibling components."""
+    return WorkerServiceArgs(
+        worker=cfg.worker,
+        queue=cfg.queue,
+        gpu_count=cfg.gpu.gpu_count,
+        min_memory_gib=cfg.gpu.memory_gib.min,
+        cluster_arn=capacity.cluster_arn,
+        cluster_name=capacity.cluster_name,
+        capacity_provider_name=capacity.capacity_provider_name,
+        subnet_ids=network.private_subnet_ids,
+        security_group_id=capacity.security_group_id,
+        image_uri=image.image_uri,
+        repository_arns=image.repository_arns,
+        queue_url=queue.queue_url,
+        queue_arn=queue.queue_arn,
+        dlq_url=queue.dlq_url,
+        dlq_arn=queue.dlq_arn,
+        bucket_name=bucket.bucket_name,
+        bucket_arn=bucket.bucket_arn,
+    )
