@@ -31,9 +31,10 @@ HTTPS = 443
 #   logs              — awslogs driver and the worker's EMF metric lines
 #   ecs, ecs-agent, ecs-telemetry — the Managed Instances host agent registers, gets tasks and
 #                       reports metrics (Container Insights) through these three
-#   sts               — not used by the worker itself (task credentials come from the ECS agent),
-#                       but AWS SDKs and the agent resolve regional STS when refreshing role
-#                       sessions; without it a misconfigured SDK would hang instead of failing.
+#   sts               — not used by the worker itself (task credentials come from the ECS
+#                       agent); kept so tools that do call STS inside the VPC (caller identity
+#                       checks, AssumeRole from a debugging shell) resolve privately instead of
+#                       timing out on a VPC with no internet route.
 INTERFACE_ENDPOINTS = (
     "ecr.api",
     "ecr.dkr",
