@@ -83,7 +83,7 @@ SEED_PROFILE = Profile(name="seed", batching=Batching(2.0, 1.0))
 # tts-fleet's defaults: the same AWS timings (they are AWS's, not ours), but the worker keeps
 # `worker.concurrency` = 4 requests in flight so vLLM batches them. alpha = 0.25 is an
 # assumption (4 in flight: 3.5 s each, 1.14 jobs/s against 0.5); measure your model and pass
-# --batch-alpha.
+# --job-seconds and --batch-alpha.
 DEFAULT_PROFILE = Profile(name="default", batching=Batching(2.0, 0.25), concurrency=4)
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (SEED_PROFILE, DEFAULT_PROFILE)}

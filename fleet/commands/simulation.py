@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -19,7 +20,14 @@ from components.config import ConfigError, StackConfig, load_stack_file, stack_f
 from fleet import sim_text
 from fleet.cost import BASE_REGION, CostError, cost_report, rates_for
 from fleet.policy import Scaling
-from fleet.sim_model import PROFILES, PolicySetup, Profile, fleet_policy, seed_policy
+from fleet.sim_model import (
+    PROFILES,
+    Batching,
+    PolicySetup,
+    Profile,
+    fleet_policy,
+    seed_policy,
+)
 from fleet.simulate import simulate
 from fleet.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 
@@ -80,6 +88,16 @@ def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> Po
     return fleet_policy(scaling, s.host_idle_seconds, concurrency)
 
 
+def with_batching(profile: Profile, job_s: float | None, alpha: float | None) -> Profile:
+    if job_s is not None and job_s <= 0:
+        raise ConfigError([f"--job-seconds: must be > 0 (got {job_s:g})"])
+    if alpha is not None and alpha < 0:
+        raise ConfigError([f"--batch-alpha: must be >= 0 (got {alpha:g})"])
+    base = profile.batching
+    batching = Batching(job_s or base.base_s, base.alpha if alpha is None else alpha)
+    return replace(profile, batching=batching)
+
+
 def parse_duration(text: str) -> float:
     """`60s`, `2m`, `1.5h` or plain seconds."""
     match = _DURATION.match(text)
@@ -123,6 +141,10 @@ def _common(func: Any) -> Any:
         click.option("--host-idle-seconds", type=int, help="Override scaling.hostIdleSeconds."),
         click.option("--concurrency", type=int, help="Worker slots (default: the stack's "
                      "worker.concurrency with --stack, else the profile's)."),
+        click.option("--job-seconds", type=float,
+                     help="Per-job latency with one in flight (default: the profile's)."),
+        click.option("--batch-alpha", type=float, help="Batching: latency(c) = job-seconds × "
+                     "(1 + alpha·(c − 1)); 0 = perfect batching, 1 = none."),
         click.option("--days", type=float, default=14.0, show_default=True,
                      help="Look-back for --trace cloudwatch."),
         click.option("--queue-name", help="Queue for --trace cloudwatch (instead of --stack)."),
@@ -140,7 +162,7 @@ def _common(func: Any) -> Any:
 def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     try:
         cfg = load_config(o["stack"], o["project_dir"], o)
-        profile = PROFILES[o["profile_name"]]
+        profile = with_batching(PROFILES[o["profile_name"]], o["job_seconds"], o["batch_alpha"])
         rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]))
         trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"])
     except ConfigError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from components.config import load_stack_file
@@ -103,3 +104,19 @@ def test_cloudwatch_trace_from_moto(aws_env: dict[str, str]) -> None:
     )
     assert code == 0, output
     assert json.loads(output)["jobs"] == 12
+
+
+def test_batching_flags_replace_the_profile_assumption() -> None:
+    args = ("--trace", "burst:400", "--max-workers", "1", "--concurrency", "4", "--json")
+    code, none = invoke(*args, "--batch-alpha", "1")
+    code2, perfect = invoke(*args, "--batch-alpha", "0", "--job-seconds", "3")
+    assert code == code2 == 0
+    serial, batched = json.loads(none), json.loads(perfect)
+    # A job's latency is set by the number in flight when it starts: at alpha 1 the four
+    # first jobs take 2, 4, 6 and 8 s, then every job 8 s (four at a time, no gain at all).
+    ready = serial["first_result_s"] - 2.0
+    assert serial["drain_s"] == pytest.approx(ready + 8.0 + 99 * 8.0)
+    # alpha 0: four at once, 3 s a round, 100 rounds.
+    assert batched["drain_s"] == pytest.approx(batched["first_result_s"] - 3.0 + 100 * 3.0)
+    bad = CliRunner().invoke(cli, ["simulate", "--trace", "burst:4", "--batch-alpha", "-1"])
+    assert bad.exit_code == 2 and "--batch-alpha: must be >= 0 (got -1)" in bad.output
