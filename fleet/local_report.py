@@ -54,7 +54,7 @@ class Summary:
                 f"{_seconds(self.latency_p50_s)} / {_seconds(self.latency_p95_s)}",
             ),
             ("audio produced", f"{self.audio_s:.1f} s"),
-            ("worker-seconds used", f"{self.worker_s:.1f} s (peak {self.peak_workers} workers)"),
+            ("worker-seconds used", f"{self.worker_s:.1f} s (peak {_workers(self.peak_workers)})"),
             ("wall time", f"{self.wall_s:.1f} s over {self.ticks} ticks"),
             ("outputs", self.out_dir),
         ]
@@ -64,6 +64,10 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker" if count == 1 else f"{count} workers"
 
 
 def _seconds(value: float | None) -> str:

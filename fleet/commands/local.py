@@ -158,7 +158,7 @@ def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int)
             console.print("From another terminal:", markup=False)
             for line in describe_env(run.connection_env()):
                 console.print(f"  {line}", markup=False, highlight=False)
-            console.print("  tts-fleet submit --input jobs.jsonl    (Ctrl-C here to stop)")
+            console.print("  tts-fleet submit jobs.jsonl    (Ctrl-C here to stop)")
 
     run = LocalRun(options, cfg, jobs, console)
     try:

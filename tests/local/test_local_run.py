@@ -52,17 +52,16 @@ def alive(pid: int) -> bool:
 
 
 class Run:
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    """The CLI as a subprocess; its output goes to files so a test can read it mid-run."""
+
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.out = tmp_path / "out"
         self.events_path = tmp_path / "events.jsonl"
+        self.stdout_path = tmp_path / "stdout.txt"
+        self.stderr_path = tmp_path / "stderr.txt"
         argv = [*CLI, "local", "--out", str(self.out), "--events", str(self.events_path), *args]
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with self.stdout_path.open("w") as stdout, self.stderr_path.open("w") as stderr:
+            self.proc = subprocess.Popen(argv, cwd=tmp_path, stdout=stdout, stderr=stderr, env=env)
 
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.events_path)
@@ -81,14 +80,17 @@ class Run:
         raise AssertionError(f"no such event; exit {self.proc.poll()}; {self.events()[-3:]}")
 
     def finish(self, timeout: float = RUN_TIMEOUT) -> tuple[int, str, str]:
-        stdout, stderr = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, stdout, stderr
+        self.proc.wait(timeout=timeout)
+        return self.proc.returncode, self.stdout(), self.stderr_path.read_text()
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text()
 
     def cleanup(self) -> None:
         """A failed test must not leave the CLI or its children running."""
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.communicate()
+            self.proc.wait()
         for pid in child_pids(self.events()):
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
@@ -98,8 +100,8 @@ class Run:
 def start(tmp_path: Path) -> Iterator[Callable[..., Run]]:
     runs: list[Run] = []
 
-    def make(*args: str) -> Run:
-        run = Run(tmp_path, *args)
+    def make(*args: str, env: dict[str, str] | None = None) -> Run:
+        run = Run(tmp_path, *args, env=env)
         runs.append(run)
         return run
 
@@ -259,3 +261,48 @@ def test_unknown_stack_is_one_clear_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert result.stderr.strip() == "Error: no stack file: Pulumi.nosuch.yaml"
+
+
+def exports(text: str) -> dict[str, str]:
+    pairs = [line.strip().removeprefix("export ") for line in text.splitlines()]
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair and pair[:1].isupper())
+
+
+@pytest.mark.timeout(RUN_TIMEOUT)
+def test_keep_running_serves_submit_from_another_process(start, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run = start("--keep-running", "--tick", "0.5", "--idle-ticks", "2")
+    deadline = time.monotonic() + 90
+    while "TTS_FLEET_BUCKET=" not in run.stdout():
+        assert run.proc.poll() is None and time.monotonic() < deadline, run.stderr_path.read_text()
+        time.sleep(0.1)
+    env = {**os.environ, **exports(run.stdout())}
+    assert env["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"id": "k1", "text": "Hello there."}\n{"id": "k2", "text": "Hi."}\n')
+    submit = subprocess.run(
+        [*CLI, "submit", str(source)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert submit.returncode == 0, submit.stderr
+    run.wait_for(lambda e: e["event"] == "decision" and e["completed"] == 2)
+    run.wait_for(lambda e: e["event"] == "decision" and e["running"] == 0 and e["tick"] > 3)
+    pids = child_pids(run.events())
+    run.proc.send_signal(signal.SIGTERM)  # a service manager stopping it, not only Ctrl-C
+    code, _, stderr = run.finish(timeout=30)
+    assert code == 0, stderr  # nothing was left, so stopping a --keep-running fleet is success
+    assert sorted(p.name for p in run.out.glob("k*.wav")) == ["k1.wav", "k2.wav"]
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+@pytest.mark.timeout(RUN_TIMEOUT)
+def test_children_go_when_the_cli_is_killed_outright(start) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL cannot be handled; the children asked the kernel (PR_SET_PDEATHSIG) to be
+    told, so they drain and exit on their own instead of lingering as orphans."""
+    run = start("--demo", "4", "--max-workers", "1", "--speech-latency-ms", "500", "--tick", "0.5")
+    run.wait_for(lambda e: e["event"] == "decision" and e["running"] == 1)
+    pids = child_pids(run.events())
+    run.proc.kill()
+    run.proc.wait(10)
+    deadline = time.monotonic() + 30
+    while [pid for pid in pids if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in pids if alive(pid)] == []
