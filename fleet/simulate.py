@@ -1,21 +1,18 @@
 """Discrete-event simulation of a scaling policy on a workload trace (DESIGN §4, §6).
 
-What is modelled, and in which order:
-- arrivals from a trace join one FIFO queue; outstanding = visible + in flight;
-- CloudWatch: the minute's maximum of outstanding becomes that minute's datapoint (the alarms
-  use the Maximum statistic), published `metric_lag_s` after the minute ends;
-- at each minute boundary the real `fleet.policy.AlarmModel` evaluates the published
-  datapoints and returns the desired count, as Application Auto Scaling applies the
-  ExactCapacity step (re-applied every period while in ALARM);
-- the ECS service reconciles: new tasks take a warm host (kept `host_idle_seconds` after its
-  last task stopped: no provisioning, no pull) or launch a cold one (provisioning, pull, then
-  model load and warm-up); surplus tasks are stopped pending-first, then idle ones. Busy tasks
-  hold scale-in protection: they are never stopped, and ECS stops them once idle;
+- arrivals join one FIFO queue; outstanding = visible + in flight;
+- CloudWatch: a minute's datapoint is its maximum outstanding (the alarms use Maximum),
+  published `metric_lag_s` after the minute ends;
+- each minute the real `fleet.policy.AlarmModel` turns the published datapoints into the
+  desired count, as Application Auto Scaling applies the ExactCapacity step;
+- the ECS service reconciles: a new task takes a warm host (kept `host_idle_seconds`: no
+  provisioning, no pull) or a cold one (provisioning, pull, model load, warm-up); surplus
+  tasks stop pending-first, then idle ones; busy tasks are protected until idle;
 - workers have `concurrency` slots and the profile's batching latency.
 
-Only events cost time: job completions, task/host transitions and one tick per minute
-(skipped while the fleet is at zero and nothing is queued), so 100,000 jobs take about a
-second. Deterministic: the only randomness is host provisioning jitter, from `seed`.
+Only events cost time (completions, task/host transitions, one tick per minute, skipped while
+nothing happens), so 100,000 jobs take well under a second. The only randomness is host
+provisioning jitter, from `seed`.
 """
 
 from __future__ import annotations
@@ -24,11 +21,11 @@ import heapq
 import math
 import random
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
 
 from fleet.policy import AlarmModel
 from fleet.sim_model import PolicySetup, Profile
 from fleet.sim_report import CostRates, Sample, SimResult, summarise
+from fleet.sim_state import Fleet, Host, Task
 from fleet.traces import Trace
 
 MINUTE = 60.0
@@ -42,35 +39,6 @@ _DONE, _CLOSE, _ARRIVAL, _READY, _EXPIRE, _TICK = range(6)
 MAX_TAIL_S = 30 * 86400.0
 
 
-@dataclass
-class _Host:
-    index: int
-    launched: float
-    ready_at: float  # provisioned and image pulled
-    task: int | None = None
-    token: int = 0  # bumps on every reuse so a stale expiry event is ignored
-    gone: float | None = None
-
-
-@dataclass
-class _Task:
-    host: _Host
-    ready: bool = False
-    stopped: bool = False
-    in_flight: int = 0
-
-
-@dataclass
-class _Fleet:
-    hosts: list[_Host] = field(default_factory=list)  # every host ever launched (billing)
-    spare: dict[int, _Host] = field(default_factory=dict)  # alive, no task (warm or launching)
-    tasks: dict[int, _Task] = field(default_factory=dict)  # live (not stopped) tasks
-    next_task: int = 0
-    desired: int = 0
-    cold_starts: int = 0
-    warm_starts: int = 0
-
-
 class Simulation:
     def __init__(self, trace: Trace, profile: Profile, policy: PolicySetup, seed: int = 0):
         self.trace, self.profile, self.policy = trace, profile, policy
@@ -79,7 +47,7 @@ class Simulation:
         self.arrivals = trace.arrivals
         self.finish = [math.nan] * len(trace.arrivals)
         self.arrived = self.started = self.done = 0
-        self.fleet = _Fleet()
+        self.fleet = Fleet()
         # (time, kind, seq, payload): seq is unique, so payloads are never compared.
         self.events: list[tuple[float, int, int, tuple[int, int]]] = []
         self.seq = 0
@@ -93,9 +61,10 @@ class Simulation:
         self.seq += 1
         heapq.heappush(self.events, (time, kind, self.seq, payload))
 
-    def run(self) -> tuple[list[float], list[Sample], _Fleet, float]:
+    def run(self) -> tuple[list[float], list[Sample], Fleet, float]:
         self._push(MINUTE, _CLOSE)
         self._push(MINUTE, _TICK)
+        self._warm_floor()
         self.samples.append(self._sample(0.0))
         handlers = {
             _DONE: self._job_done,
@@ -173,6 +142,17 @@ class Simulation:
                 self._stop(now, task_id)
                 surplus -= 1
 
+    def _warm_floor(self) -> None:
+        """minWorkers > 0 is an always-on fleet: it is already up when the trace starts."""
+        fleet = self.fleet
+        fleet.desired = self.policy.scaling.min_workers
+        for _ in range(fleet.desired):
+            host = Host(len(fleet.hosts), 0.0, 0.0, task=fleet.next_task)
+            fleet.hosts.append(host)
+            fleet.tasks[fleet.next_task] = Task(host, ready=True)
+            heapq.heappush(self.free, (0, fleet.next_task))
+            fleet.next_task += 1
+
     def _start_task(self, now: float) -> None:
         fleet, profile = self.fleet, self.profile
         placed = now + profile.task_placement_s
@@ -184,7 +164,7 @@ class Simulation:
             provisioning = profile.host_provisioning_s + self.rng.uniform(
                 0.0, profile.host_provisioning_jitter_s
             )
-            host = _Host(len(fleet.hosts), placed, placed + provisioning + profile.pull_s)
+            host = Host(len(fleet.hosts), placed, placed + provisioning + profile.pull_s)
             fleet.hosts.append(host)
         # Warm: the host is up with the image pulled; else the task waits for provisioning.
         if host.ready_at <= placed:
@@ -194,7 +174,7 @@ class Simulation:
         task_id = fleet.next_task
         fleet.next_task += 1
         host.task = task_id
-        fleet.tasks[task_id] = _Task(host)
+        fleet.tasks[task_id] = Task(host)
         ready = max(placed, host.ready_at) + profile.model_load_s + profile.warmup_s
         self._push(ready, _READY, (task_id, 0))
 

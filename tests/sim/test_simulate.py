@@ -150,3 +150,11 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 0.5) == 50.0
     assert percentile(values, 0.95) == 95.0
     assert percentile([3.0], 0.95) == 3.0
+
+
+def test_min_workers_is_an_always_on_fleet_billed_for_the_whole_trace() -> None:
+    policy = fleet_policy(Scaling(1, 4, 8, 5), host_idle_seconds=300, concurrency=1)
+    summary = run("sparse:30:4", policy)
+    assert summary["latency_s"]["max"] == JOB_S  # no job waits for a cold start
+    assert summary["cold_starts"] == 0
+    assert summary["gpu_instance_hours"] == pytest.approx(4.0, abs=1 / 60)
