@@ -27,33 +27,43 @@ class Point:
     host_idle_seconds: int
     p95_s: float
     gpu_hours: float
-    cost_usd: float  # GPU + floor over the simulated period
+    cost_usd: float  # GPU + floor over the common period (the longest run of the sweep)
     monthly_usd: float  # the same, were the trace repeated for a 730-hour month
 
 
-def evaluate(
+def _run(
     trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int
-) -> Point:
-    summary = simulate(trace, profile, policy, rates, seed).summary
-    hours = summary["period_s"] / 3600.0
-    return Point(
-        idle_minutes=policy.scaling.idle_minutes,
-        host_idle_seconds=policy.host_idle_seconds,
-        p95_s=summary["latency_s"]["p95"],
-        gpu_hours=summary["gpu_instance_hours"],
-        cost_usd=summary["total_usd"],
-        monthly_usd=round(summary["total_usd"] * HOURS_PER_MONTH / hours, 2),
-    )
+) -> dict[str, Any]:
+    return simulate(trace, profile, policy, rates, seed).summary
+
+
+def _points(summaries: list[dict[str, Any]], rates: CostRates) -> list[Point]:
+    """Costs over one common period, so a longer idle tail is not spread over more hours."""
+    period_h = max(s["period_s"] for s in summaries) / 3600.0
+    floor = rates.floor_monthly_usd * period_h / HOURS_PER_MONTH
+    points = []
+    for s in summaries:
+        cost = s["gpu_usd"] + floor
+        points.append(
+            Point(
+                idle_minutes=s["settings"]["idle_minutes"],
+                host_idle_seconds=s["settings"]["host_idle_seconds"],
+                p95_s=s["latency_s"]["p95"],
+                gpu_hours=s["gpu_instance_hours"],
+                cost_usd=round(cost, 2),
+                monthly_usd=round(cost * HOURS_PER_MONTH / period_h, 2),
+            )
+        )
+    return points
 
 
 def sweep(
     trace: Trace, profile: Profile, base: PolicySetup, rates: CostRates, seed: int = 0
 ) -> list[Point]:
-    return [
-        evaluate(trace, profile, base.with_windows(idle, host), rates, seed)
-        for idle in IDLE_MINUTES
-        for host in HOST_IDLE_SECONDS
-    ]
+    """The grid, then the configured setting last."""
+    settings = [base.with_windows(i, h) for i in IDLE_MINUTES for h in HOST_IDLE_SECONDS]
+    summaries = [_run(trace, profile, p, rates, seed) for p in [*settings, base]]
+    return _points(summaries, rates)
 
 
 def pareto(points: list[Point]) -> list[Point]:
@@ -92,15 +102,16 @@ def advise(
     max_monthly_usd: float | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    points = sweep(trace, profile, base, rates, seed)
-    baseline = evaluate(trace, profile, base, rates, seed)
+    *points, baseline = sweep(trace, profile, base, rates, seed)
     choice = recommend(points, max_p95_s, max_monthly_usd)
+    cheapest = min(points, key=lambda p: (p.cost_usd, p.p95_s))
     result: dict[str, Any] = {
         "trace": trace.name,
         "jobs": len(trace.arrivals),
         "profile": profile.name,
         "bounds": {"max_p95_s": max_p95_s, "max_monthly_usd": max_monthly_usd},
         "baseline": asdict(baseline),
+        "cheapest": asdict(cheapest),
         "frontier": [asdict(p) for p in pareto(points)],
         "points": [asdict(p) for p in points],
         "recommendation": None,
@@ -110,5 +121,7 @@ def advise(
             **asdict(choice),
             "extra_gpu_hours": round(choice.gpu_hours - baseline.gpu_hours, 4),
             "extra_usd": round(choice.cost_usd - baseline.cost_usd, 2),
+            "extra_gpu_hours_vs_cheapest": round(choice.gpu_hours - cheapest.gpu_hours, 4),
+            "extra_usd_vs_cheapest": round(choice.cost_usd - cheapest.cost_usd, 2),
         }
     return result

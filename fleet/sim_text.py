@@ -75,11 +75,16 @@ def advice_table(report: dict[str, Any]) -> str:
             lines.append(f"no swept setting meets {bounds}")
         return "\n".join(lines)
     lines.append(f"recommended  {_point(rec)}")
-    lines.append(
-        f"  → idleMinutes {rec['idle_minutes']}, hostIdleSeconds {rec['host_idle_seconds']}: "
-        f"{rec['extra_gpu_hours']:+.2f} GPU-hours (${rec['extra_usd']:+.2f}) against the "
-        "configured setting over this trace"
-    )
+    lines += [
+        f"  → idleMinutes {rec['idle_minutes']}, hostIdleSeconds {rec['host_idle_seconds']}",
+        f"  {rec['extra_gpu_hours']:+.2f} GPU-hours (${rec['extra_usd']:+.2f}) against the "
+        "configured setting over this trace",
+        f"  {rec['extra_gpu_hours_vs_cheapest']:+.2f} GPU-hours "
+        f"(${rec['extra_usd_vs_cheapest']:+.2f}) against the cheapest setting "
+        f"(idle {report['cheapest']['idle_minutes']}m, host "
+        f"{report['cheapest']['host_idle_seconds']}s, p95 "
+        f"{duration(report['cheapest']['p95_s'])})",
+    ]
     return "\n".join(lines)
 
 
