@@ -53,6 +53,34 @@ def _r(value: float, digits: int = 3) -> float | None:
     return None if math.isnan(value) else round(value, digits)
 
 
+def _latency(latencies: list[float]) -> dict[str, float | None]:
+    ordered = sorted(latencies)
+    return {
+        "p50": _r(percentile(ordered, 0.50)),
+        "p95": _r(percentile(ordered, 0.95)),
+        "max": _r(ordered[-1] if ordered else math.nan),
+    }
+
+
+def _costs(rates: CostRates, gpu_seconds: float, end: float, jobs: int) -> dict[str, Any]:
+    """GPU hours at the hourly rate, and the monthly floor pro rata over the same period."""
+    gpu_hours = gpu_seconds / 3600.0
+    gpu_usd = gpu_hours * rates.gpu_hourly_usd
+    floor_usd = rates.floor_monthly_usd * (end / 3600.0) / HOURS_PER_MONTH
+    per_1000 = (gpu_usd + floor_usd) / jobs * 1000 if jobs else math.nan
+    return {
+        "gpu_instance_hours": _r(gpu_hours, 4),
+        "gpu_usd": _r(gpu_usd, 2),
+        "floor_usd": _r(floor_usd, 2),
+        "total_usd": _r(gpu_usd + floor_usd, 2),
+        "usd_per_1000_outputs": _r(per_1000, 4),
+        "rates": {
+            "gpu_hourly_usd": rates.gpu_hourly_usd,
+            "floor_monthly_usd": _r(rates.floor_monthly_usd, 2),
+        },
+    }
+
+
 def summarise(
     *,
     trace: Trace,
@@ -67,16 +95,10 @@ def summarise(
 ) -> SimResult:
     arrivals = trace.arrivals
     latencies = [f - a for f, a in zip(finish, arrivals, strict=True)]
-    ordered = sorted(latencies)
     first_arrival = arrivals[0] if arrivals else 0.0
-    gpu_hours = gpu_seconds / 3600.0
-    gpu_usd = gpu_hours * rates.gpu_hourly_usd
-    floor_usd = rates.floor_monthly_usd * (end / 3600.0) / HOURS_PER_MONTH
-    jobs = len(arrivals)
-    per_1000 = (gpu_usd + floor_usd) / jobs * 1000 if jobs else math.nan
     summary = {
         "trace": trace.name,
-        "jobs": jobs,
+        "jobs": len(arrivals),
         "policy": policy.name,
         "profile": profile.name,
         "settings": {
@@ -84,25 +106,13 @@ def summarise(
             "host_idle_seconds": policy.host_idle_seconds,
             "concurrency": policy.concurrency,
         },
-        "latency_s": {
-            "p50": _r(percentile(ordered, 0.50)),
-            "p95": _r(percentile(ordered, 0.95)),
-            "max": _r(ordered[-1] if ordered else math.nan),
-        },
+        "latency_s": _latency(latencies),
         "first_result_s": _r(min(finish) - first_arrival if finish else math.nan),
         "drain_s": _r(max(finish) - first_arrival if finish else math.nan),
         "period_s": _r(end),
         "cold_starts": starts[0],
         "warm_starts": starts[1],
         "hosts_launched": starts[2],
-        "gpu_instance_hours": _r(gpu_hours, 4),
-        "gpu_usd": _r(gpu_usd, 2),
-        "floor_usd": _r(floor_usd, 2),
-        "total_usd": _r(gpu_usd + floor_usd, 2),
-        "usd_per_1000_outputs": _r(per_1000, 4),
-        "rates": {
-            "gpu_hourly_usd": rates.gpu_hourly_usd,
-            "floor_monthly_usd": _r(rates.floor_monthly_usd, 2),
-        },
+        **_costs(rates, gpu_seconds, end, len(arrivals)),
     }
     return SimResult(summary, tuple(samples), tuple(latencies))
