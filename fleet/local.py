@@ -152,6 +152,7 @@ class LocalRun:
             self.base_env(),
             self.log_dir / "speech-server.log",
             SPEECH_START_TIMEOUT_SECONDS,
+            self.stopper.stop.is_set,
         )
         stack.callback(local_procs.stop, speech, 3.0)
         self.speech_url = url

@@ -82,11 +82,15 @@ def kill(proc: subprocess.Popen[bytes]) -> int:
 
 
 def wait_for_line(
-    log_path: Path, prefix: str, proc: subprocess.Popen[bytes], timeout: float
+    log_path: Path,
+    prefix: str,
+    proc: subprocess.Popen[bytes],
+    timeout: float,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> str:
     """The first line of `log_path` that starts with `prefix`, polling until `timeout`."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not cancelled():
         with contextlib.suppress(FileNotFoundError):
             for line in log_path.read_text(errors="replace").splitlines():
                 if line.startswith(prefix):
@@ -94,11 +98,18 @@ def wait_for_line(
         if proc.poll() is not None:
             raise RuntimeError(f"exited with code {proc.returncode} before '{prefix}'")
         time.sleep(0.05)
-    raise RuntimeError(f"no '{prefix}' line within {timeout:.0f} s")
+    raise RuntimeError(
+        f"no '{prefix}' line within {timeout:.0f} s" if not cancelled() else "stopped"
+    )
 
 
 def start_speech_server(
-    backend: str, latency_ms: float, env: Mapping[str, str], log_path: Path, timeout: float
+    backend: str,
+    latency_ms: float,
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout: float,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`python -m worker.speech_server` on a free port; returns the process and its URL."""
     argv = python_module(
@@ -108,7 +119,7 @@ def start_speech_server(
         argv += ["--latency-ms", f"{latency_ms:g}"]
     proc = spawn(argv, env, log_path)
     try:
-        line = wait_for_line(log_path, "listening on ", proc, timeout)
+        line = wait_for_line(log_path, "listening on ", proc, timeout, cancelled)
     except RuntimeError as error:
         kill(proc)
         raise RuntimeError(f"speech server ({backend}) {error}; see {log_path}") from None

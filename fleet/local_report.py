@@ -56,7 +56,8 @@ class Summary:
             ("audio produced", f"{self.audio_s:.1f} s"),
             ("worker-seconds used", f"{self.worker_s:.1f} s (peak {_workers(self.peak_workers)})"),
             ("wall time", f"{self.wall_s:.1f} s over {self.ticks} ticks"),
-            ("outputs", self.out_dir),
+            ("outputs (audio + manifests)", self.out_dir),
+            ("logs (workers, speech server)", f"{self.out_dir}/logs"),
         ]
         if self.timeline:
             rows.append(("timeline", self.timeline))

@@ -164,6 +164,9 @@ def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int)
     try:
         summary = run.execute(ready)
     except RuntimeError as error:
+        if run.stopper.stop.is_set():  # Ctrl-C during start-up: nothing was submitted
+            console.print("interrupted during start-up; nothing was submitted", markup=False)
+            raise SystemExit(INTERRUPTED_EXIT) from None
         raise click.ClickException(str(error)) from None
     summary = dataclasses.replace(summary, invalid_lines=invalid)
     if options.json_output:
