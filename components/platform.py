@@ -1,18 +1,22 @@
 """Platform: the whole stack from one StackConfig — the only thing `__main__.py` builds.
 
-Composes Network → JobQueue, OutputBucket, WorkerImage → GpuCapacity → WorkerService, and
+Composes Network → JobQueue, OutputBucket, WorkerImage → GpuCapacity → WorkerService →
+QueueAutoscaling and Observability, and
 exposes what users and the operator tools need as Outputs.
 """
 
 from __future__ import annotations
 
 import pulumi
+import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
+from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
 from components.capacity import GpuCapacity, GpuCapacityArgs
 from components.config import StackConfig
 from components.image import WorkerImage, WorkerImageArgs
 from components.network import Network, NetworkArgs
+from components.observability import Observability, ObservabilityArgs
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
 from components.storage import OutputBucket, OutputBucketArgs
@@ -41,6 +45,9 @@ class Platform(pulumi.ComponentResource):
     service_name: pulumi.Output[str]
     image_uri: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
+    scale_out_alarm_name: pulumi.Output[str]
+    dashboard_url: pulumi.Output[str]
+    alerts_topic_arn: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None
@@ -78,11 +85,32 @@ class Platform(pulumi.ComponentResource):
             worker_service_args(cfg, network, queue, bucket, image, capacity),
             opts=child,
         )
-        # ── Wiring point for the lead: QueueAutoscaling (components/autoscaling.py) and the
-        # observability component (components/observability.py) go here, built from
-        # `cfg.scaling` / `cfg.alerts` and the queue, cluster and service outputs above
-        # (queue.queue_name, capacity.cluster_name, service.service_name, ...). Not imported
-        # here on purpose: another engineer owns them.
+        autoscaling = QueueAutoscaling(
+            f"{name}-autoscaling",
+            QueueAutoscalingArgs(
+                cluster_name=capacity.cluster_name,
+                service_name=service.service_name,
+                queue_name=queue.queue_name,
+                scaling=cfg.scaling,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
+        )
+        observability = Observability(
+            f"{name}-observability",
+            ObservabilityArgs(
+                stack=args.stack,
+                region=aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region,
+                queue_name=queue.queue_name,
+                dlq_name=queue.dlq_name,
+                cluster_name=capacity.cluster_name,
+                service_name=service.service_name,
+                alerts=cfg.alerts,
+            ),
+            opts=child,
+        )
+        self.scale_out_alarm_name = autoscaling.scale_out_alarm_name
+        self.dashboard_url = observability.dashboard_url
+        self.alerts_topic_arn = observability.alerts_topic_arn
         self._expose(queue, bucket, capacity, service, image)
         self.register_outputs(
             {
@@ -94,6 +122,8 @@ class Platform(pulumi.ComponentResource):
                 "service_name": self.service_name,
                 "image_uri": self.image_uri,
                 "log_group_name": self.log_group_name,
+                "dashboard_url": self.dashboard_url,
+                "alerts_topic_arn": self.alerts_topic_arn,
             }
         )
 

@@ -55,8 +55,27 @@ CORE = Counter(
         # WorkerImage (its build parts are in BUILT_IMAGE)
         "tts-fleet:image:WorkerImage": 1,
         "tts-fleet:network:Network": 1,
+        # QueueAutoscaling: target, scale-out and idle policies, their two alarms
+        "tts-fleet:autoscaling:QueueAutoscaling": 1,
+        "aws:appautoscaling/target:Target": 1,
+        "aws:appautoscaling/policy:Policy": 2,
+        "aws:cloudwatch/metricAlarm:MetricAlarm": 2 + 2,  # + Observability's DLQ and age alarms
+        # Observability: key, topic, topic policy, dashboard
+        "tts-fleet:observability:Observability": 1,
+        "aws:kms/key:Key": 1,
+        "aws:sns/topic:Topic": 1,
+        "aws:sns/topicPolicy:TopicPolicy": 1,
+        "aws:cloudwatch/dashboard:Dashboard": 1,
     }
 ) + Counter(OUTPUT_BUCKET)
+# What Pulumi.prod.yaml adds: two schedules, an alert email and a monthly budget.
+PROD_EXTRAS = Counter(
+    {
+        "aws:appautoscaling/scheduledAction:ScheduledAction": 2,
+        "aws:sns/topicSubscription:TopicSubscription": 1,
+        "aws:budgets/budget:Budget": 1,
+    }
+)
 BUILT_IMAGE = Counter(
     {
         "aws:ecr/repository:Repository": 1,
@@ -108,7 +127,7 @@ EXISTING = {
     ("stack", "expected"),
     [
         ("dev", CORE + BUILT_IMAGE + nat(az=2, nats=1) + PROVIDER),
-        ("prod", CORE + BUILT_IMAGE + nat(az=3, nats=3) + PROVIDER),
+        ("prod", CORE + BUILT_IMAGE + nat(az=3, nats=3) + PROVIDER + PROD_EXTRAS),
     ],
 )
 def test_each_stack_file_builds_exactly_these_resources(stack: str, expected: Counter[str]) -> None:
@@ -156,6 +175,9 @@ def test_main_exports_the_stack_outputs() -> None:
         "serviceName": "tts-fleet-worker-service",
         "producerPolicyArn": "arn:aws:iam:us-east-1:123456789012:tts-fleet-queue-producer",
         "imageUri": f"123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-fleet-image-repo:{tag}",
+        "dashboardUrl": "https://us-east-1.console.aws.amazon.com/cloudwatch/home"
+        "?region=us-east-1#dashboards:name=tts-fleet-dev",
+        "alertsTopicArn": "arn:aws:sns:us-east-1:123456789012:tts-fleet-observability-alerts",
     }
 
 

@@ -167,5 +167,5 @@ def test_every_aws_resource_carries_the_cost_allocation_tag(dev: RecordingMocks)
     }
     urn = "urn:pulumi:dev::tts-fleet::pulumi:pulumi:Stack$pulumi:providers:aws::aws::aws-id"
     aws_resources = [r for r in dev.resources if r.type.startswith("aws:")]
-    assert len(aws_resources) == 55  # every aws: resource of the dev stack (see test_platform)
+    assert len(aws_resources) == 66  # every aws: resource of the dev stack (see test_platform)
     assert {r.provider for r in aws_resources} == {urn}
