@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 NEXT_STEPS = (
-    "Next: try `tts-fleet local --demo 200 --max-workers 8 --cold-start-ticks 3` to see a "
-    "cold start, or deploy for real with `pulumi stack select dev && pulumi up` (README)."
+    "Next: change the policy (--jobs-per-worker 4, --idle-ticks 2, --cold-start-ticks 5, "
+    "--stack dev), run your own text (--input jobs.jsonl), or deploy to AWS with "
+    "`pulumi up` (see the README)."
 )
 
 
@@ -173,8 +174,18 @@ def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int)
         click.echo(summary_json(summary))
     else:
         console.print(summary_table(summary))
-        console.print(NEXT_STEPS, markup=False, highlight=False)
+        for line in closing_lines(summary):
+            console.print(line, markup=False, highlight=False)
     raise SystemExit(exit_code(summary, options.keep_running))
+
+
+def closing_lines(summary: Summary) -> list[str]:
+    """Where to look first, then what to try: the end of the output a newcomer reads."""
+    lines = []
+    wavs = sorted(Path(summary.out_dir).glob("*.wav"))
+    if wavs and summary.timeline:
+        lines.append(f"Listen to {wavs[0]}; the scaling story is in {summary.timeline}.")
+    return [*lines, NEXT_STEPS]
 
 
 def exit_code(summary: Summary, keep_running: bool) -> int:
