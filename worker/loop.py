@@ -75,7 +75,12 @@ class Worker:
         self.s = settings
         self.sqs, self.s3, self.speech = sqs, s3, speech
         self.protection, self.metrics = protection, metrics
-        self.inflight = InFlight(settings.concurrency)
+        # Synthesis requests are bounded by CONCURRENCY; PREFETCH more messages are held
+        # (and heartbeat-extended) so a freed slot starts the next job at once while the
+        # previous one is still uploading: S3 and SQS latency overlap the model's time.
+        prefetch = settings.concurrency if settings.prefetch is None else settings.prefetch
+        self.inflight = InFlight(settings.concurrency + prefetch)
+        self.slots = threading.BoundedSemaphore(settings.concurrency)
         self.ids = KeyLocks()
         self.max_receive_count: int | None = None
         self.stop_requested = threading.Event()
@@ -100,7 +105,12 @@ class Worker:
             on_tick=self.protection.renew_if_due,
         )
         heartbeat.start()
-        log.info("polling %s with concurrency %d", self.s.queue_url, self.s.concurrency)
+        log.info(
+            "polling %s: %d synthesis slots, up to %d messages held",
+            self.s.queue_url,
+            self.s.concurrency,
+            self.inflight.capacity,
+        )
         try:
             while not self.stop_requested.is_set():
                 self._poll_once()
@@ -194,10 +204,16 @@ class Worker:
                 log.info("job %s already done: deleting the duplicate message", job.job_id)
                 self._delete(task)
                 return
-            log.info("job %s started (receive %d)", job.job_id, task.receive_count)
-            started = time.monotonic()
-            speech = self.speech.synthesize(job)
-            synth_s = time.monotonic() - started
+            if not self._acquire_slot():
+                self._release(task, "stopping before it started", delay=0)
+                return
+            try:
+                log.info("job %s started (receive %d)", job.job_id, task.receive_count)
+                started = time.monotonic()
+                speech = self.speech.synthesize(job)
+                synth_s = time.monotonic() - started
+            finally:
+                self.slots.release()
             self._complete(task, job, speech, synth_s)
         except PermanentSpeechError as error:
             self._fail(task, "rejected by the speech server", str(error))
@@ -205,6 +221,16 @@ class Worker:
             self._retry_later(task, str(error))
         except STORAGE_ERRORS as error:
             self._retry_later(task, f"storage error: {error}")
+
+    def _acquire_slot(self) -> bool:
+        """A synthesis slot, unless a stop comes first (then the job is not started)."""
+        while not self.slots.acquire(timeout=0.2):
+            if self.stop_requested.is_set():
+                return False
+        if self.stop_requested.is_set():
+            self.slots.release()
+            return False
+        return True
 
     def _manifest_exists(self, job_id: str) -> bool:
         try:
@@ -311,10 +337,11 @@ class Worker:
         else:
             self._release(task, reason)
 
-    def _release(self, task: Task, reason: str) -> None:
-        delay = backoff_seconds(
-            task.receive_count, self.s.retry_base_seconds, self.s.retry_max_seconds
-        )
+    def _release(self, task: Task, reason: str, delay: int | None = None) -> None:
+        if delay is None:
+            delay = backoff_seconds(
+                task.receive_count, self.s.retry_base_seconds, self.s.retry_max_seconds
+            )
         task.settled = True
         if not task.abandoned:
             change_visibility(self.sqs, self.s.queue_url, [task], delay)

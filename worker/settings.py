@@ -36,6 +36,7 @@ class Settings:
     speech_retries: int = 2
     speech_chunk_chars: int = 1_000
     concurrency: int = 4
+    prefetch: int | None = None  # extra messages held ready; None = CONCURRENCY
     visibility_timeout: int = 300
     heartbeat_seconds: float = 100.0
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
@@ -87,6 +88,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "SPEECH_RETRIES": ("speech_retries", _int(0, 10), False),
     "SPEECH_CHUNK_CHARS": ("speech_chunk_chars", _int(50, 1_000_000), False),
     "CONCURRENCY": ("concurrency", _int(1, 256), False),
+    "PREFETCH": ("prefetch", _int(0, 256), False),
     "VISIBILITY_TIMEOUT": ("visibility_timeout", _int(2, MAX_VISIBILITY_SECONDS), False),
     "HEARTBEAT_SECONDS": ("heartbeat_seconds", _float(0.1), False),
     "MAX_TEXT_CHARS": ("max_text_chars", _int(1, 10_000_000), False),

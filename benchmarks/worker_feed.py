@@ -1,0 +1,184 @@
+"""How well one worker keeps a GPU fed: jobs/s and feed efficiency against moto.
+
+    .venv/bin/python benchmarks/worker_feed.py [--jobs 400] [--latency-ms 200] [--concurrency 1 4 8]
+
+The `tone` speech server answers every request after a FIXED latency (batch exponent 0), so
+an ideal worker with C requests in flight completes C / latency jobs per second. Feed
+efficiency = measured jobs/s ÷ (C / latency): 1.0 means the "GPU" never waited on SQS or S3.
+The same run also times a strictly serial loop (receive one, synthesize, put, delete) as the
+baseline. moto runs in its own process; numbers depend on this machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.procs import (  # noqa: E402
+    make_queues_and_bucket,
+    queue_counts,
+    start_speech_server,
+    start_worker,
+    stop_process,
+    wait_for,
+)
+from worker.jobs import Job, audio_key, manifest_key  # noqa: E402
+
+REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_moto() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{url}/moto-api/", timeout=1).status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, 60, 0.2, "moto server")
+    return proc, url
+
+
+def aws_env(endpoint: str) -> dict[str, str]:
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+    }
+    os.environ.update(env)
+    return {**os.environ, **env}
+
+
+def fresh_queue(endpoint: str, jobs: int, name: str) -> tuple[Any, Any, dict[str, str]]:
+    httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
+    sqs, s3 = boto3.client("sqs"), boto3.client("s3")
+    names = make_queues_and_bucket(
+        sqs, s3, max_receive_count=5, visibility_timeout=60, name=name, versioning=False
+    )
+    for start in range(0, jobs, 10):
+        entries = [
+            {"Id": str(i), "MessageBody": Job(id=f"j{start + i:05d}", text="A short line.").body()}
+            for i in range(min(10, jobs - start))
+        ]
+        sqs.send_message_batch(QueueUrl=names["queue_url"], Entries=entries)
+    return sqs, s3, names
+
+
+def run_worker(env: dict[str, str], endpoint: str, speech_url: str, jobs: int, c: int) -> float:
+    """Seconds from the worker's first poll to its last completion."""
+    sqs, _, names = fresh_queue(endpoint, jobs, f"feed{c}")
+    worker = start_worker(
+        env,
+        SPEECH_URL=speech_url,
+        CONCURRENCY=c,
+        WORKER_ID=f"bench-c{c}",
+        VISIBILITY_TIMEOUT=60,
+        HEARTBEAT_SECONDS=20,
+        QUEUE_URL=names["queue_url"],
+        DLQ_URL=names["dlq_url"],
+        OUTPUT_BUCKET=names["bucket"],
+    )
+    try:
+        wait_for(lambda: "polling" in worker.log(), 60, 0.02, "worker start")
+        started = time.time()
+
+        def finished() -> list[float]:
+            lines = [json.loads(x) for x in worker.metrics().splitlines() if "JobsCompleted" in x]
+            return [x["_aws"]["Timestamp"] / 1000 for x in lines] if len(lines) >= jobs else []
+
+        stamps = wait_for(finished, 1200, 0.1, f"{jobs} completions at concurrency {c}")
+        assert queue_counts(sqs, names["queue_url"]) == (0, 0), "queue not empty"
+        return max(stamps) - started
+    finally:
+        stop_process(worker, 30)
+
+
+def run_serial(endpoint: str, speech_url: str, jobs: int) -> float:
+    """The sample's shape: receive one, synthesize, put audio and manifest, delete."""
+    sqs, s3, names = fresh_queue(endpoint, jobs, "serial")
+    http = httpx.Client(timeout=60)
+    started, done = time.time(), 0
+    while done < jobs:
+        messages = sqs.receive_message(
+            QueueUrl=names["queue_url"], MaxNumberOfMessages=1, WaitTimeSeconds=1
+        ).get("Messages", [])
+        for message in messages:
+            job = Job.model_validate_json(message["Body"])
+            audio = http.post(
+                f"{speech_url}/v1/audio/speech", json={"input": job.text, "voice": job.voice}
+            ).content
+            s3.put_object(Bucket=names["bucket"], Key=audio_key(job.job_id, "wav"), Body=audio)
+            s3.put_object(Bucket=names["bucket"], Key=manifest_key(job.job_id), Body=b"{}")
+            sqs.delete_message(QueueUrl=names["queue_url"], ReceiptHandle=message["ReceiptHandle"])
+            done += 1
+    return time.time() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=400)
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
+    args = parser.parse_args()
+    latency = args.latency_ms / 1000
+    moto, endpoint = start_moto()
+    env = aws_env(endpoint)
+    speech = start_speech_server("tone", latency_ms=args.latency_ms, batch_exponent=0)
+    try:
+        print(
+            f"{args.jobs} jobs, tone backend at a fixed {args.latency_ms:g} ms, moto at {endpoint}"
+        )
+        print(
+            f"{'run':<16}{'seconds':>9}{'jobs/s':>9}{'ideal':>9}{'feed eff.':>11}{'× serial':>10}"
+        )
+        serial_s = run_serial(endpoint, speech.url, args.jobs)
+        serial_rate = args.jobs / serial_s
+        print(
+            f"{'serial loop':<16}{serial_s:9.1f}{serial_rate:9.2f}{1 / latency:9.2f}"
+            f"{serial_rate * latency:11.2f}{1:10.2f}",
+            flush=True,
+        )
+        for c in args.concurrency:
+            seconds = run_worker(env, endpoint, speech.url, args.jobs, c)
+            rate, ideal = args.jobs / seconds, c / latency
+            print(
+                f"{f'CONCURRENCY {c}':<16}{seconds:9.1f}{rate:9.2f}{ideal:9.2f}"
+                f"{rate / ideal:11.2f}{rate / serial_rate:10.2f}",
+                flush=True,
+            )
+    finally:
+        speech.stop()
+        stop_process(moto, 10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
