@@ -9,6 +9,7 @@ it burns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from fleet.traces import Trace
 
 IDLE_MINUTES = (1, 2, 3, 5, 10, 15, 20, 30, 60)
 HOST_IDLE_SECONDS = (0, 60, 300, 900, 1800, 3600)
+RUNS = len(IDLE_MINUTES) * len(HOST_IDLE_SECONDS) + 1  # the grid and the configured setting
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,20 @@ def _points(summaries: list[dict[str, Any]], rates: CostRates) -> list[Point]:
 
 
 def sweep(
-    trace: Trace, profile: Profile, base: PolicySetup, rates: CostRates, seed: int = 0
+    trace: Trace,
+    profile: Profile,
+    base: PolicySetup,
+    rates: CostRates,
+    seed: int = 0,
+    progress: Callable[[], None] | None = None,
 ) -> list[Point]:
-    """The grid, then the configured setting last."""
+    """The grid, then the configured setting last; `progress` is called after each run."""
     settings = [base.with_windows(i, h) for i in IDLE_MINUTES for h in HOST_IDLE_SECONDS]
-    summaries = [_run(trace, profile, p, rates, seed) for p in [*settings, base]]
+    summaries = []
+    for policy in [*settings, base]:
+        summaries.append(_run(trace, profile, policy, rates, seed))
+        if progress is not None:
+            progress()
     return _points(summaries, rates)
 
 
@@ -101,8 +112,9 @@ def advise(
     max_p95_s: float | None = None,
     max_monthly_usd: float | None = None,
     seed: int = 0,
+    progress: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    *points, baseline = sweep(trace, profile, base, rates, seed)
+    *points, baseline = sweep(trace, profile, base, rates, seed, progress)
     choice = recommend(points, max_p95_s, max_monthly_usd)
     cheapest = min(points, key=lambda p: (p.cost_usd, p.p95_s))
     result: dict[str, Any] = {
