@@ -156,6 +156,8 @@ class Simulation:
     def _start_task(self, now: float) -> None:
         fleet, profile = self.fleet, self.profile
         placed = now + profile.task_placement_s
+        # One task per host: the capacity provider launches instances with exactly
+        # gpu.gpuCount GPUs and the task definition asks for all of them.
         if fleet.spare:
             # A warm host (or one still launching for a cancelled task): the readiest first.
             host = min(fleet.spare.values(), key=lambda h: (h.ready_at, h.index))
