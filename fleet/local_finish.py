@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleet import local_aws
 from fleet.local_report import (
@@ -58,35 +58,24 @@ def write_unfinished(bodies: list[str], path: Path) -> int:
 
 
 def collect(run: LocalRun) -> Summary:
+    """Downloads the outputs, saves what is unfinished, draws the timeline, sums it up."""
     out = run.options.out
-    outputs = local_aws.list_keys(run.aws, "outputs/")
-    failures = local_aws.list_keys(run.aws, "failures/")
-    paths = local_aws.download(run.aws, outputs, "outputs/", out)
-    local_aws.download(run.aws, failures, "failures/", out / "failures")
-    manifests = read_manifests(paths)
+    manifests, failed_ids = _download(run, out)
     done = {str(m.get("id")) for m in manifests}
-    failed_ids = {Path(key).stem for key in failures}
-    submitted = set(run.submitted)
-    jobs = [job for job in run.jobs if job.job_id in submitted]
-    queued = local_aws.drain_bodies(run.aws)
-    bodies = unfinished_bodies(jobs, done | failed_ids, queued)
-    unfinished = write_unfinished(bodies, out / UNFINISHED_FILE)
+    own = set(run.submitted)
+    jobs = [job for job in run.jobs if job.job_id in own]
+    bodies = unfinished_bodies(jobs, done | failed_ids, local_aws.drain_bodies(run.aws))
+    own_left = sum(1 for job in jobs if job.job_id not in done | failed_ids)
+    # With --keep-running, jobs also come from `tts-fleet submit` elsewhere: count them too.
+    submitted = len(own | done | failed_ids) + len(bodies) - own_left
     waits = [w for m in manifests if (w := latency(m, run.submitted_at)) is not None]
-    last = run.samples[-1] if run.samples else None
-    timeline = None
-    if run.samples:
-        title = (
-            f"tts-fleet local: {len(submitted)} jobs, maxWorkers {run.cfg.scaling.max_workers}, "
-            f"jobsPerWorker {run.cfg.scaling.jobs_per_worker}, "
-            f"idle {run.cfg.scaling.idle_minutes} ticks"
-        )
-        timeline = str(write_timeline(run.samples, out / TIMELINE_FILE, title))
+    last_failed = run.samples[-1].failed if run.samples else 0
     summary = Summary(
-        submitted=len(submitted),
+        submitted=submitted,
         completed=len(done),
-        failed=max(len(failed_ids), last.failed if last else 0),
+        failed=max(len(failed_ids), last_failed),
         invalid_lines=0,
-        unfinished=unfinished,
+        unfinished=write_unfinished(bodies, out / UNFINISHED_FILE),
         latency_p50_s=percentile(waits, 50),
         latency_p95_s=percentile(waits, 95),
         audio_s=round(audio_seconds(manifests), 3),
@@ -96,7 +85,27 @@ def collect(run: LocalRun) -> Summary:
         ticks=len(run.samples),
         interrupted=run.interrupted,
         out_dir=str(out),
-        timeline=timeline,
+        timeline=_timeline(run, submitted, out),
     )
     run.events.write("finished", **summary.to_json())
     return summary
+
+
+def _download(run: LocalRun, out: Path) -> tuple[list[dict[str, Any]], set[str]]:
+    """Audio and manifests into `out`, failure records into `out/failures`."""
+    outputs = local_aws.list_keys(run.aws, "outputs/")
+    failures = local_aws.list_keys(run.aws, "failures/")
+    paths = local_aws.download(run.aws, outputs, "outputs/", out)
+    local_aws.download(run.aws, failures, "failures/", out / "failures")
+    return read_manifests(paths), {Path(key).stem for key in failures}
+
+
+def _timeline(run: LocalRun, submitted: int, out: Path) -> str | None:
+    if not run.samples:
+        return None
+    scaling = run.cfg.scaling
+    title = (
+        f"tts-fleet local: {submitted} jobs, maxWorkers {scaling.max_workers}, "
+        f"jobsPerWorker {scaling.jobs_per_worker}, idle {scaling.idle_minutes} ticks"
+    )
+    return str(write_timeline(run.samples, out / TIMELINE_FILE, title))

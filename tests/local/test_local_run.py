@@ -287,8 +287,9 @@ def test_keep_running_serves_submit_from_another_process(start, tmp_path: Path) 
     run.wait_for(lambda e: e["event"] == "decision" and e["running"] == 0 and e["tick"] > 3)
     pids = child_pids(run.events())
     run.proc.send_signal(signal.SIGTERM)  # a service manager stopping it, not only Ctrl-C
-    code, _, stderr = run.finish(timeout=30)
+    code, stdout, stderr = run.finish(timeout=30)
     assert code == 0, stderr  # nothing was left, so stopping a --keep-running fleet is success
+    assert "2 done of 2 submitted" in stdout  # jobs sent from elsewhere are counted too
     assert sorted(p.name for p in run.out.glob("k*.wav")) == ["k1.wav", "k2.wav"]
     assert [pid for pid in pids if alive(pid)] == []
 
