@@ -43,6 +43,8 @@ LOCAL_STOP_TIMEOUT_SECONDS = 5.0
 LOCAL_WAIT_TIME_SECONDS = 2
 SPEECH_START_TIMEOUT_SECONDS = 60.0
 WORKER_HEALTH_TIMEOUT_SECONDS = 60
+# Like an ECS service stuck restarting failing tasks: give up and show the log instead.
+MAX_CRASHES_WITHOUT_PROGRESS = 5
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class LocalRun:
         self.submitted: list[str] = []
         self.submitted_at = time.time()
         self.log_dir = options.out / "logs"
+        self._crashes_seen = 0
 
     def execute(self, on_ready: Callable[[LocalRun], None]) -> Summary:
         from fleet.local_finish import collect
@@ -155,6 +158,7 @@ class LocalRun:
             self.stopper.stop.is_set,
         )
         stack.callback(local_procs.stop, speech, 3.0)
+        self.speech = speech
         self.speech_url = url
         self.events.write("speech_server_started", pid=speech.pid, url=url)
         self.pool = WorkerPool(
@@ -216,10 +220,27 @@ class LocalRun:
                 sample = self.scaler.step()
                 self.samples.append(sample)
                 view.update(sample, len(self.submitted))
+                self._check_health(view, sample)
                 if not self.options.keep_running and self.scaler.settled(sample):
                     return
                 if self.stopper.stop.wait(self.options.tick):
                     return
+
+    def _check_health(self, view: LiveView, sample: Tick) -> None:
+        """Says when a worker dies on its own; stops a run that cannot make progress."""
+        crashed = self.pool.crashed
+        for task in crashed[self._crashes_seen :]:
+            code = task.proc.returncode if task.proc else None
+            view.note(f"{task.id} exited on its own (code {code}); log: {self.pool.log_of(task)}")
+        self._crashes_seen = len(crashed)
+        if len(crashed) >= MAX_CRASHES_WITHOUT_PROGRESS and sample.completed == 0:
+            log = self.pool.log_of(crashed[-1])
+            raise RuntimeError(f"workers keep exiting and none finished a job; see {log}")
+        if self.speech.poll() is not None:
+            log = self.log_dir / "speech-server.log"
+            raise RuntimeError(
+                f"the speech server exited (code {self.speech.returncode}); see {log}"
+            )
 
     def connection_env(self) -> dict[str, str]:
         """What another terminal needs to `tts-fleet submit` to this run."""

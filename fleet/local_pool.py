@@ -65,6 +65,7 @@ class WorkerPool:
         self._clock = clock
         self._serial = 0
         self.tasks: list[WorkerTask] = []
+        self.crashed: list[WorkerTask] = []  # exits nobody asked for (a crash, a SIGKILL)
 
     def of_state(self, state: str) -> list[WorkerTask]:
         return [task for task in self.tasks if task.state == state]
@@ -103,7 +104,7 @@ class WorkerPool:
 
     def _launch(self, task: WorkerTask) -> None:
         env = {**self._env, "WORKER_ID": task.id, "ECS_AGENT_URI": self._agent.uri(task.id)}
-        log = self._log_dir / f"{task.id}.log"
+        log = self.log_of(task)
         task.proc = local_procs.spawn(self._command, env, log)
         task.launched_at = self._clock()
         self._events.write("worker_started", worker=task.id, pid=task.proc.pid, log=str(log))
@@ -128,6 +129,8 @@ class WorkerPool:
             if code is not None:
                 task.ended_at = now
                 expected = task.stopping_at is not None
+                if not expected:
+                    self.crashed.append(task)
                 self._events.write(
                     "worker_exited", worker=task.id, pid=task.pid, code=code, expected=expected
                 )
@@ -146,6 +149,9 @@ class WorkerPool:
             assert task.proc is not None
             local_procs.kill(task.proc)
         self.reap()
+
+    def log_of(self, task: WorkerTask) -> Path:
+        return self._log_dir / f"{task.id}.log"
 
     def worker_seconds(self) -> float:
         now = self._clock()

@@ -151,6 +151,7 @@ def test_a_killed_worker_is_replaced(make_scaler, tmp_path: Path) -> None:  # ty
     sample = scaler.step()
     assert sample.running == 2
     assert {t.id for t in scaler.pool.of_state("running")} == {"worker-2", "worker-3"}
+    assert scaler.pool.crashed == [victim]
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     exited = [e for e in events if e["event"] == "worker_exited"]
     assert exited == [
