@@ -145,7 +145,8 @@ def list_keys(aws: LocalAws, prefix: str) -> list[str]:
 
 def download(aws: LocalAws, keys: list[str], prefix: str, directory: Path) -> list[Path]:
     """Copies each key into `directory`, dropping `prefix` from its name."""
-    directory.mkdir(parents=True, exist_ok=True)
+    if keys:
+        directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for key in keys:
         path = directory / key.removeprefix(prefix)

@@ -76,8 +76,8 @@ def collect(run: LocalRun) -> Summary:
         failed=max(len(failed_ids), last_failed),
         invalid_lines=0,
         unfinished=write_unfinished(bodies, out / UNFINISHED_FILE),
-        latency_p50_s=percentile(waits, 50),
-        latency_p95_s=percentile(waits, 95),
+        latency_p50_s=_round(percentile(waits, 50)),
+        latency_p95_s=_round(percentile(waits, 95)),
         audio_s=round(audio_seconds(manifests), 3),
         worker_s=round(run.pool.worker_seconds(), 3),
         wall_s=round(run.events.elapsed(), 3),
@@ -89,6 +89,10 @@ def collect(run: LocalRun) -> Summary:
     )
     run.events.write("finished", **summary.to_json())
     return summary
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _download(run: LocalRun, out: Path) -> tuple[list[dict[str, Any]], set[str]]:

@@ -33,8 +33,8 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        """Every job has audio: nothing failed, nothing left over."""
-        return self.unfinished == 0 and self.failed == 0
+        """Every job has audio: nothing failed, nothing left over, no input line skipped."""
+        return self.unfinished == 0 and self.failed == 0 and self.invalid_lines == 0
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [

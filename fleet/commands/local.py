@@ -193,4 +193,4 @@ def exit_code(summary: Summary, keep_running: bool) -> int:
     --keep-running fleet ends, so there it is 0 when nothing was left; 1 on any failure."""
     if summary.interrupted and (summary.unfinished or not keep_running):
         return INTERRUPTED_EXIT
-    return 0 if summary.ok and not summary.invalid_lines else 1
+    return 0 if summary.ok else 1
