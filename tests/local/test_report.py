@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from components.config import ConfigError
+from fleet.commands.local import exit_code
 from fleet.local import LocalOptions, jobs_for, resolve_config
 from fleet.local_demo import VOICES, demo_jobs
 from fleet.local_finish import unfinished_bodies, write_unfinished
-from fleet.local_report import audio_seconds, latency, percentile, read_manifests, write_timeline
+from fleet.local_report import (
+    Summary,
+    audio_seconds,
+    latency,
+    percentile,
+    read_manifests,
+    write_timeline,
+)
 from fleet.local_scaler import Tick
 from fleet.local_view import sparkline, status_line
 
@@ -143,3 +152,38 @@ def test_input_lines_are_validated(tmp_path: Path) -> None:
     jobs, invalid = jobs_for(LocalOptions(input=str(source)), cfg)
     assert [job.job_id for job in jobs] == ["a", "b"]
     assert len(invalid) == 1 and invalid[0].startswith(f"{source}:2:")
+
+
+def summary(**changes: object) -> Summary:
+    base = Summary(
+        submitted=4, completed=4, failed=0, invalid_lines=0, unfinished=0, latency_p50_s=1.0,
+        latency_p95_s=2.0, audio_s=8.0, worker_s=9.0, wall_s=10.0, peak_workers=2, ticks=12,
+        interrupted=False, out_dir="out", timeline="out/timeline.png",
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "keep_running", "code"),
+    [
+        ({}, False, 0),
+        ({"failed": 1, "completed": 3}, False, 1),
+        ({"invalid_lines": 1}, False, 1),
+        ({"interrupted": True, "unfinished": 2}, False, 130),
+        ({"interrupted": True}, False, 130),  # stopped before the fleet settled
+        ({"interrupted": True}, True, 0),  # Ctrl-C is how --keep-running ends
+        ({"interrupted": True, "unfinished": 1}, True, 130),
+    ],
+)
+def test_exit_codes(changes: dict[str, object], keep_running: bool, code: int) -> None:
+    assert exit_code(summary(**changes), keep_running) == code
+
+
+def test_summary_rows_say_what_happened() -> None:
+    rows = dict(summary(interrupted=True, unfinished=2, invalid_lines=1).rows())
+    assert rows["jobs"] == "4 done of 4 submitted"
+    assert rows["unfinished"] == "2, saved to out/unfinished.jsonl (use --input)"
+    assert rows["invalid input lines (skipped)"] == "1"
+    assert rows["latency p50 / p95"] == "1.00 s / 2.00 s"
+    assert rows["worker-seconds used"] == "9.0 s (peak 2 workers)"
+    assert "interrupted" in rows["stopped"]
