@@ -8,6 +8,7 @@ from types import TracebackType
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
@@ -74,7 +75,7 @@ class LiveView:
             self._last = key
             self.console.print(line, highlight=False, markup=False)
 
-    def _panel(self, sample: Tick, submitted: int) -> Group:
+    def _panel(self, sample: Tick, submitted: int) -> Panel:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
@@ -87,7 +88,8 @@ class LiveView:
         table.add_row("failed (DLQ)", str(sample.failed))
         table.add_row("alarm", sample.alarm)
         spark = Text(sparkline(self._backlog), style="cyan")
-        return Group(table, Text.assemble("backlog ", spark))
+        body = Group(table, Text.assemble("backlog ", spark))
+        return Panel(body, title="tts-fleet local", subtitle="Ctrl-C stops cleanly", expand=False)
 
 
 def summary_table(summary: Summary) -> Table:
