@@ -24,7 +24,11 @@ def _clients(settings: Settings) -> tuple[object, object]:
         retries={"mode": "standard", "max_attempts": 3},
         read_timeout=settings.wait_time_seconds + 40,
     )
-    return boto3.client("sqs", config=config), boto3.client("s3", config=config)
+    region = settings.aws_region
+    return (
+        boto3.client("sqs", region_name=region, config=config),
+        boto3.client("s3", region_name=region, config=config),
+    )
 
 
 def main() -> int:
@@ -64,7 +68,11 @@ def main() -> int:
             settings.health_timeout_seconds,
         )
         return EXIT_SPEECH_UNAVAILABLE
-    sqs, s3 = _clients(settings)
+    try:
+        sqs, s3 = _clients(settings)
+    except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
+        log.error("configuration error: cannot create AWS clients: %s", error)
+        return EXIT_MISCONFIGURED
     protection = Protection(
         settings.ecs_agent_uri,
         settings.protection_expires_minutes,

@@ -29,6 +29,7 @@ class Settings:
     dlq_url: str
     output_bucket: str
     output_prefix: str = ""
+    aws_region: str = "us-east-1"
     speech_url: str = "http://127.0.0.1:8091"
     speech_model: str = DEFAULT_MODEL
     speech_task_type: str = ""
@@ -126,6 +127,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             reason = "must be an integer" if "invalid literal" in reason else reason
             problems.append(f"{name}={raw!r}: {reason}")
     values.setdefault("worker_id", f"{socket.gethostname()}-{os.getpid()}")
+    # botocore reads AWS_DEFAULT_REGION only; the contract (and ECS) names AWS_REGION.
+    region = env.get("AWS_REGION", "").strip() or env.get("AWS_DEFAULT_REGION", "").strip()
+    if region:
+        values["aws_region"] = region
+    else:
+        problems.append("AWS_REGION is required (the queue's region)")
     if "VISIBILITY_TIMEOUT" in env and "HEARTBEAT_SECONDS" not in env and not problems:
         values["heartbeat_seconds"] = max(0.5, values.get("visibility_timeout", 300) / 3)
     if "PROTECTION_EXPIRES_MINUTES" in env and "PROTECTION_RENEW_SECONDS" not in env:

@@ -13,6 +13,7 @@ from worker.loop import backoff_seconds
 from worker.settings import Settings, SettingsError, load_settings
 
 REQUIRED = {
+    "AWS_REGION": "us-east-1",
     "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/jobs",
     "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/1/jobs-dlq",
     "OUTPUT_BUCKET": "out",
@@ -22,6 +23,10 @@ REQUIRED = {
 def test_defaults_follow_the_design() -> None:
     settings = load_settings({**REQUIRED, "WORKER_ID": "w"})
     assert settings == Settings(**{k.lower(): v for k, v in REQUIRED.items()}, worker_id="w")
+    assert (
+        load_settings({**REQUIRED, "AWS_REGION": "", "AWS_DEFAULT_REGION": "eu-west-1"}).aws_region
+        == "eu-west-1"
+    )
     assert (settings.output_prefix, settings.speech_url) == ("", "http://127.0.0.1:8091")
     assert (settings.concurrency, settings.visibility_timeout, settings.max_text_chars) == (
         4,
@@ -65,7 +70,7 @@ def test_several_problems_on_one_line() -> None:
         load_settings({"CONCURRENCY": "x"})
     assert str(error.value) == (
         "QUEUE_URL is required; DLQ_URL is required; OUTPUT_BUCKET is required; "
-        "CONCURRENCY='x': must be an integer"
+        "CONCURRENCY='x': must be an integer; AWS_REGION is required (the queue's region)"
     )
 
 
