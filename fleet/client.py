@@ -381,6 +381,7 @@ class RedriveReport:
     method: str  # "start_message_move_task" or "receive-send-delete"
     moved: int = 0
     skipped: int = 0  # did not match --filter; left in the DLQ
+    arrived_later: int = 0  # dead-lettered after the redrive began (e.g. a poison job again)
     failed: dict[str, str] = field(default_factory=dict)  # message id -> reason; left in DLQ
     duplicated: int = 0  # sent but not deleted from the DLQ: now in both (at-least-once)
     fallback_reason: str | None = None
@@ -396,6 +397,10 @@ def _receive(sqs: Any, queue_url: str, hold_s: int) -> list[dict[str, Any]]:
         MessageAttributeNames=["All"],
         AttributeNames=["All"],
     ).get("Messages", [])
+
+
+def _sent_ms(message: dict[str, Any]) -> int:
+    return int(message.get("Attributes", {}).get("SentTimestamp", 0))
 
 
 def _error_of(message: dict[str, Any]) -> str | None:
@@ -470,7 +475,7 @@ def redrive(
         except ClientError as error:
             reason = f"StartMessageMoveTask unavailable: {error}"
     mover = _Mover(sqs, dlq_url, queue_url, error_filter, on_moved)
-    mover.run(progress)
+    mover.run(queue_counts(sqs, dlq_url)["visible"], progress)
     mover.report.fallback_reason = reason
     return mover.report
 
@@ -508,20 +513,29 @@ class _Mover:
     report: RedriveReport = field(default_factory=lambda: RedriveReport("receive-send-delete"))
     held: dict[str, dict[str, Any]] = field(default_factory=dict)  # released at the end
 
-    def run(self, progress: Callable[[int], None] | None) -> None:
+    def run(self, budget: int, progress: Callable[[int], None] | None) -> None:
+        """Handles at most `budget` messages (the DLQ's depth at the start), and never one
+        dead-lettered after the start: a poison job redriven here comes straight back to the
+        DLQ as a new message, and moving it again would loop for ever. (SentTimestamp is the
+        server's clock and the start ours; the budget bounds the loop even under clock skew.)"""
+        began_ms = int(time.time() * 1000)
+        seen = 0
         try:
-            while True:
+            while seen < budget:
                 received = _receive(self.sqs, self.dlq_url, DLQ_HOLD_S)
                 fresh = [m for m in received if m["MessageId"] not in self.held]
                 if not fresh:
                     break
-                chosen = [m for m in fresh if self._matches(m)]
+                later = [m for m in fresh if _sent_ms(m) >= began_ms]
+                chosen = [m for m in fresh if m not in later and self._matches(m)]
                 self.held.update((m["MessageId"], m) for m in fresh if m not in chosen)
-                self.report.skipped += len(fresh) - len(chosen)
+                self.report.arrived_later += len(later)
+                self.report.skipped += len(fresh) - len(chosen) - len(later)
+                seen += len(fresh) - len(later)
                 if chosen:
                     self._move(chosen)
                 if progress is not None:
-                    progress(len(fresh))
+                    progress(len(fresh) - len(later))
         finally:
             _release(self.sqs, self.dlq_url, list(self.held.values()))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -87,6 +88,12 @@ def dlq_url_of(target: Target) -> str:
     return found
 
 
+def not_a_terminal(source: str | None) -> None:
+    """Reading jobs from an interactive terminal would just hang: say what to give instead."""
+    if source in (None, "-") and sys.stdin.isatty():
+        raise click.UsageError("give a JSONL file or a directory of .txt files, or pipe jobs in")
+
+
 def emit_json(data: dict[str, Any]) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True))
 
@@ -138,6 +145,7 @@ def submit(
     --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
     """
     queue_url = need(target, "queue_url")
+    not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
     loaded = load_jobs(source, max_text_chars, defaults)
     summary: dict[str, Any] = {
@@ -215,7 +223,10 @@ def status(
         if as_json:
             emit_json(snapshot)
         else:
-            Console().print(status_table(snapshot))
+            console = Console()
+            if watch is not None and console.is_terminal:
+                console.clear()
+            console.print(status_table(snapshot))
         refreshes += 1
         if watch is None or (count is not None and refreshes >= count):
             return
@@ -278,6 +289,7 @@ def wait(target: Target, source: str, timeout: float, interval: float, as_json: 
     done; 1: some failed (listed); 2: the timeout came first.
     """
     need(target, "bucket")
+    not_a_terminal(source)
     ids = sorted(set(load_ids(source)))
     if not ids:
         raise click.UsageError(f"no job ids in {source}")

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
+from fleet.client import redrive
 from tests.client.conftest import Stack, depth, queued_bodies, run, run_json
 from worker.jobs import audio_key, failure_key, manifest_key
 
@@ -19,8 +22,8 @@ WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s"}
 RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes"}
 DLQ_LIST_KEYS = {"dlq_url", "count", "messages"}
 DEAD_LETTER_KEYS = {"message_id", "job_id", "error", "receive_count", "sent_at", "body"}
-REDRIVE_KEYS = {"dlq_url", "queue_url", "method", "moved", "skipped", "failed", "duplicated",
-                "fallback_reason", "task_handle"}  # fmt: skip
+REDRIVE_KEYS = {"dlq_url", "queue_url", "method", "moved", "skipped", "arrived_later", "failed",
+                "duplicated", "fallback_reason", "task_handle"}  # fmt: skip
 
 
 def finish(stack: Stack, job_id: str, audio: bytes = b"RIFF-audio") -> None:
@@ -179,3 +182,34 @@ def test_dlq_redrive_moves_messages_back_and_filters_on_the_error(stack: Stack) 
         QueueUrl=stack.queue_url, MaxNumberOfMessages=1, MessageAttributeNames=["All"]
     )["Messages"][0]
     assert set(message["MessageAttributes"]) == {"origin"}  # the old error is not carried over
+
+
+class InstantPoison:
+    """The real client, plus a stand-in worker that dead-letters every redriven job again at
+    once (a new DLQ message, as `python -m worker` does for a job that can never succeed)."""
+
+    def __init__(self, real: Any, dlq_url: str) -> None:
+        self.real, self.dlq_url = real, dlq_url
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        if QueueUrl != self.dlq_url:
+            again = [{**entry, "MessageAttributes": {"error": {"DataType": "String",
+                      "StringValue": "rejected again"}}} for entry in Entries]  # fmt: skip
+            self.real.send_message_batch(QueueUrl=self.dlq_url, Entries=again)
+        return answer
+
+
+@pytest.mark.timeout(120)
+def test_redriving_poison_jobs_ends_instead_of_looping(stack: Stack) -> None:
+    for n in range(15):
+        dead_letter(stack, f"poison{n}", "rejected by the speech server")
+    time.sleep(0.01)  # SentTimestamp has millisecond resolution
+    sqs = InstantPoison(boto3.client("sqs"), stack.dlq_url)
+    report = redrive(sqs, stack.dlq_url, stack.queue_url, error_filter="rejected")
+    assert report.moved == 15 and report.failed == {}
+    assert report.arrived_later <= 15  # the copies it saw were left alone, not moved again
+    assert depth(stack.queue_url) == 15 and depth(stack.dlq_url) == 15
