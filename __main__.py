@@ -23,8 +23,10 @@ except ConfigError as error:
     ) from None
 
 # Every resource carries the cost-allocation tags (budgets and `tts-fleet cost` use them).
+# An explicit provider reads only AWS_REGION unless told, so pass the stack's `aws:region`.
 provider = aws.Provider(
     "aws",
+    region=aws.config.region,
     default_tags={"tags": {"tts-fleet:stack": stack, "tts-fleet:project": PROJECT}},
 )
 platform = Platform(

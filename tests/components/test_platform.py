@@ -199,3 +199,11 @@ def test_stack_file_values_reach_the_resources() -> None:
     requirements = provider["instanceLaunchTemplate"]["instanceRequirements"]
     assert requirements["acceleratorTotalMemoryMib"] == {"min": 24 * 1024}
     assert provider["instanceLaunchTemplate"]["capacityOptionType"] == "ON_DEMAND"
+
+
+def test_provider_takes_the_stack_files_region() -> None:
+    # An explicit provider ignores `aws:region` unless passed it; without this the shell's
+    # AWS_REGION would pick the region a stack deploys to.
+    config = {**stack_file_config("dev"), "aws:region": "eu-west-1"}
+    mocks, _ = run_main(config, "dev")
+    assert mocks.one("pulumi:providers:aws").inputs["region"] == "eu-west-1"
