@@ -308,24 +308,16 @@ def download_results(
 
     def fetch(item: dict[str, Any]) -> None:
         name = item["Key"].rsplit("/", 1)[-1]
-        etag = item["ETag"].strip('"')
-        local = directory / name
         try:
-            if local.exists() and _same_etag(local, etag, etags.get(name)):
-                outcome, size = "skipped", 0
-            else:
-                temp = local.with_name(f".{name}.part")
-                s3.download_file(target.bucket, item["Key"], str(temp))
-                temp.replace(local)
-                outcome, size = "downloaded", item.get("Size", 0)
+            outcome = _fetch_one(s3, target.bucket, item, directory / name, etags.get(name))
         except (ClientError, BotoCoreError, OSError) as error:
             with lock:
                 report.failed[item["Key"]] = str(error)
         else:
             with lock:
                 getattr(report, outcome).append(name)
-                report.bytes += size
-                etags[name] = etag
+                report.bytes += item.get("Size", 0) if outcome == "downloaded" else 0
+                etags[name] = item["ETag"].strip('"')
         if progress is not None:
             progress(1)
 
@@ -333,6 +325,18 @@ def download_results(
         list(pool.map(fetch, objects))
     _write_sidecar(directory, etags)
     return report
+
+
+def _fetch_one(
+    s3: Any, bucket: str, item: dict[str, Any], local: Path, recorded: str | None
+) -> str:
+    """ "skipped" when the local copy has the object's ETag, else downloads: "downloaded"."""
+    if local.exists() and _same_etag(local, item["ETag"].strip('"'), recorded):
+        return "skipped"
+    temp = local.with_name(f".{local.name}.part")
+    s3.download_file(bucket, item["Key"], str(temp))
+    temp.replace(local)
+    return "downloaded"
 
 
 def _same_etag(local: Path, etag: str, recorded: str | None) -> bool:

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from fleet import client
 from fleet.client import Target
-from fleet.inputs import load_ids, load_jobs
+from fleet.inputs import LoadedJobs, load_ids, load_jobs
 from fleet.stack import resolve_target
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
@@ -148,17 +148,7 @@ def submit(
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
     loaded = load_jobs(source, max_text_chars, defaults)
-    summary: dict[str, Any] = {
-        "queue_url": queue_url,
-        "total": len(loaded.valid),
-        "invalid": [vars(line) for line in loaded.invalid],
-        "duplicates": loaded.duplicates,
-        "sent": 0,
-        "failed": {},
-        "calls": 0,
-        "ids": [],
-        "elapsed_s": 0.0,
-    }
+    summary = submit_summary(queue_url, loaded)
     for line in loaded.invalid:
         click.echo(f"invalid: {line.describe()}", err=True)
     if loaded.invalid and not skip_invalid:
@@ -181,6 +171,21 @@ def submit(
         elapsed_s=round(time.monotonic() - started, 3),
     )
     finish_submit(summary, as_json, EXIT_FAILED if report.failed else EXIT_OK)
+
+
+def submit_summary(queue_url: str, loaded: LoadedJobs) -> dict[str, Any]:
+    """The --json summary before anything is sent (its keys are documented in use.md)."""
+    return {
+        "queue_url": queue_url,
+        "total": len(loaded.valid),
+        "invalid": [vars(line) for line in loaded.invalid],
+        "duplicates": loaded.duplicates,
+        "sent": 0,
+        "failed": {},
+        "calls": 0,
+        "ids": [],
+        "elapsed_s": 0.0,
+    }
 
 
 def finish_submit(summary: dict[str, Any], as_json: bool, code: int) -> None:
@@ -376,24 +381,25 @@ def results(
         report = client.download_results(
             s3, target, objects, out, threads=threads, progress=advance
         )
-    summary = {
-        "dir": str(out),
-        "downloaded": len(report.downloaded),
-        "skipped": len(report.skipped),
-        "failed": report.failed,
-        "missing": missing,
-        "bytes": report.bytes,
-    }
+    finish_results(report, missing, out, as_json)
+
+
+def finish_results(
+    report: client.ResultsReport, missing: list[str], out: Path, as_json: bool
+) -> None:
     if as_json:
-        emit_json(summary)
+        emit_json({
+            "dir": str(out), "downloaded": len(report.downloaded), "skipped": len(report.skipped),
+            "failed": report.failed, "missing": missing, "bytes": report.bytes,
+        })  # fmt: skip
     else:
         for key, reason in sorted(report.failed.items()):
             click.echo(f"failed: {key}: {reason}", err=True)
         if missing:
             click.echo(f"not done yet: {', '.join(missing[:PENDING_SHOWN])}", err=True)
         click.echo(
-            f"{summary['downloaded']} file(s) downloaded ({report.bytes} bytes), "
-            f"{summary['skipped']} already present, into {out}"
+            f"{len(report.downloaded)} file(s) downloaded ({report.bytes} bytes), "
+            f"{len(report.skipped)} already present, into {out}"
         )
     raise SystemExit(EXIT_FAILED if report.failed else EXIT_OK)
 

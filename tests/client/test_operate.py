@@ -213,3 +213,43 @@ def test_redriving_poison_jobs_ends_instead_of_looping(stack: Stack) -> None:
     assert report.moved == 15 and report.failed == {}
     assert report.arrived_later <= 15  # the copies it saw were left alone, not moved again
     assert depth(stack.queue_url) == 15 and depth(stack.dlq_url) == 15
+
+
+class MoveTaskSqs:
+    """The real client plus StartMessageMoveTask/ListMessageMoveTasks, which moto lacks:
+    the task is run at once by moving the messages through the real emulator."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.tasks: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def start_message_move_task(self, SourceArn: str, DestinationArn: str) -> dict[str, Any]:
+        source = self.real.get_queue_url(QueueName=SourceArn.rsplit(":", 1)[-1])["QueueUrl"]
+        target = self.real.get_queue_url(QueueName=DestinationArn.rsplit(":", 1)[-1])["QueueUrl"]
+        moved = 0
+        while messages := self.real.receive_message(QueueUrl=source, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            for message in messages:
+                self.real.send_message(QueueUrl=target, MessageBody=message["Body"])
+                self.real.delete_message(QueueUrl=source, ReceiptHandle=message["ReceiptHandle"])
+                moved += 1
+        self.tasks.insert(0, {"Status": "COMPLETED", "ApproximateNumberOfMessagesMoved": moved,
+                              "SourceArn": SourceArn})  # fmt: skip
+        return {"TaskHandle": f"task-{len(self.tasks)}"}
+
+    def list_message_move_tasks(self, SourceArn: str, MaxResults: int) -> dict[str, Any]:
+        return {"Results": [t for t in self.tasks if t["SourceArn"] == SourceArn][:MaxResults]}
+
+
+def test_redrive_uses_start_message_move_task_where_sqs_has_it(stack: Stack) -> None:
+    for n in range(4):
+        dead_letter(stack, f"m{n}", "speech server unavailable")
+    report = redrive(MoveTaskSqs(boto3.client("sqs")), stack.dlq_url, stack.queue_url)
+    assert (report.method, report.moved, report.task_handle) == ("start_message_move_task", 4,
+                                                                 "task-1")  # fmt: skip
+    assert report.fallback_reason is None
+    assert depth(stack.dlq_url) == 0 and depth(stack.queue_url) == 4
