@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from types import FrameType
+import threading
+import time
 
+from worker.loop import Worker
+from worker.metrics import Metrics
+from worker.protection import Protection
 from worker.settings import Settings, SettingsError, load_settings
+from worker.speech import SpeechClient
 
 log = logging.getLogger("worker")
 EXIT_MISCONFIGURED = 2
@@ -31,6 +36,25 @@ def _clients(settings: Settings) -> tuple[object, object]:
     )
 
 
+def _speech_ready(speech: SpeechClient, settings: Settings, stop: threading.Event) -> bool:
+    """Waits for /health; False on timeout or when a stop signal comes first."""
+    log.info(
+        "worker %s waiting for the speech server at %s", settings.worker_id, settings.speech_url
+    )
+    deadline = time.monotonic() + settings.health_timeout_seconds
+    while not speech.healthy():
+        if stop.wait(0.5):
+            return False
+        if time.monotonic() >= deadline:
+            log.error(
+                "speech server %s/health did not answer within %gs",
+                settings.speech_url,
+                settings.health_timeout_seconds,
+            )
+            return False
+    return True
+
+
 def main() -> int:
     logging.basicConfig(
         level=logging.INFO,
@@ -39,17 +63,14 @@ def main() -> int:
     )
     logging.getLogger("botocore").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
     try:
         settings = load_settings()
     except SettingsError as error:
         log.error("configuration error: %s", error)
         return EXIT_MISCONFIGURED
-
-    from worker.loop import Worker
-    from worker.metrics import Metrics
-    from worker.protection import Protection
-    from worker.speech import SpeechClient
-
     speech = SpeechClient(
         settings.speech_url,
         settings.speech_model,
@@ -58,16 +79,8 @@ def main() -> int:
         settings.speech_retries,
         settings.speech_chunk_chars,
     )
-    log.info(
-        "worker %s waiting for the speech server at %s", settings.worker_id, settings.speech_url
-    )
-    if not speech.wait_healthy(settings.health_timeout_seconds):
-        log.error(
-            "speech server %s/health did not answer within %gs",
-            settings.speech_url,
-            settings.health_timeout_seconds,
-        )
-        return EXIT_SPEECH_UNAVAILABLE
+    if not _speech_ready(speech, settings, stop):
+        return 0 if stop.is_set() else EXIT_SPEECH_UNAVAILABLE
     try:
         sqs, s3 = _clients(settings)
     except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
@@ -79,12 +92,11 @@ def main() -> int:
         settings.protection_renew_seconds,
     )
     worker = Worker(settings, sqs, s3, speech, protection, Metrics())
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    # Signals now drain the worker; one that came during start-up stops it at once.
+    signal.signal(signal.SIGTERM, lambda signum, frame: worker.request_stop())
+    signal.signal(signal.SIGINT, lambda signum, frame: worker.request_stop())
+    if stop.is_set():
         worker.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     return worker.run()
 
 

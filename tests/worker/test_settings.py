@@ -106,3 +106,17 @@ def test_worker_without_speech_server_fails_fast(aws_env: dict[str, Any]) -> Non
     result = run_worker(env)
     assert result.returncode == 3
     assert "speech server http://127.0.0.1:9/health did not answer within 1s" in result.stderr
+
+
+def test_sigterm_while_waiting_for_speech_exits_0(aws_env: dict[str, Any]) -> None:
+    from tests.procs import start_worker, stop_process, wait_for_log
+
+    worker = start_worker(
+        aws_env, SPEECH_URL="http://127.0.0.1:9", HEALTH_TIMEOUT_SECONDS=120, **REQUIRED
+    )
+    try:
+        wait_for_log(worker, "waiting for the speech server", timeout=30)
+        worker.terminate()
+        assert worker.wait(15) == 0
+    finally:
+        stop_process(worker)
