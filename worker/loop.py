@@ -140,7 +140,9 @@ class Worker:
                 MaxNumberOfMessages=wanted,
                 WaitTimeSeconds=self.s.wait_time_seconds,
                 VisibilityTimeout=self.s.visibility_timeout,
-                MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+                # AttributeNames (deprecated for MessageSystemAttributeNames) works with every
+                # boto3 >= 1.34 that requirements.txt allows; the newer name does not.
+                AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
         except STORAGE_ERRORS as error:
