@@ -157,8 +157,14 @@ def _send_batch(
 
 
 def preflight_queue(sqs: Any, queue_url: str) -> None:
-    """Raises ClientError now rather than once per batch when the queue is wrong."""
-    sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    """Raises ClientError now rather than once per batch when the queue is wrong. A producer
+    role may send without reading attributes (the stack's producer policy grants only
+    SendMessage and GetQueueUrl): access denied here is no reason not to try."""
+    try:
+        sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    except ClientError as error:
+        if "AccessDenied" not in error.response.get("Error", {}).get("Code", ""):
+            raise
 
 
 # ---------------------------------------------------------------------------- status

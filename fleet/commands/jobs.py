@@ -245,7 +245,7 @@ def read_status(target: Target, cluster: str | None, service: str | None) -> dic
     sqs = client.client_for("sqs")
     queue_url = need(target, "queue_url")
     counts = client.queue_counts(sqs, queue_url)
-    dlq_url = target.dlq_url or client.find_dlq_url(sqs, queue_url)
+    dlq_url = target.dlq_url or optional(lambda: client.find_dlq_url(sqs, queue_url))
     ecs = None
     if cluster and service:
         ecs = client.service_counts(client.client_for("ecs"), cluster, service)
@@ -255,10 +255,20 @@ def read_status(target: Target, cluster: str | None, service: str | None) -> dic
         **counts,
         "outstanding": counts["visible"] + counts["in_flight"],
         "dlq_url": dlq_url,
-        "dlq_depth": client.queue_counts(sqs, dlq_url)["visible"] if dlq_url else None,
+        "dlq_depth": optional(lambda: client.queue_counts(sqs, dlq_url)["visible"])
+        if dlq_url
+        else None,
         "oldest_age_s": client.oldest_age_s(client.client_for("cloudwatch"), queue_url),
         "ecs": ecs,
     }
+
+
+def optional(read: Callable[[], Any]) -> Any:
+    """A value status can live without (an operator may not be allowed to read it)."""
+    try:
+        return read()
+    except (ClientError, BotoCoreError):
+        return None
 
 
 def status_table(snapshot: dict[str, Any]) -> Table:

@@ -9,8 +9,9 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
-from fleet.client import SEND_BATCH_MAX_BYTES, batches, submit_jobs
+from fleet.client import SEND_BATCH_MAX_BYTES, batches, preflight_queue, submit_jobs
 from tests.client.conftest import Stack, depth, drain_bodies, queued_bodies, run, run_json
 from worker.jobs import validate_job
 
@@ -147,3 +148,20 @@ def test_partial_batch_failures_are_retried_and_nothing_is_sent_twice(stack: Sta
     assert sum(advanced) == 50
     received = Counter(body["id"] for body in drain_bodies(stack.queue_url))
     assert set(received) == set(report.sent) and max(received.values()) == 1
+
+
+class DeniedAttributes:
+    """A producer role: SendMessage allowed, GetQueueAttributes denied (the stack's policy)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def get_queue_attributes(self, **_: Any) -> dict[str, Any]:
+        error = {"Error": {"Code": "AccessDenied", "Message": "not allowed"}}
+        raise ClientError(error, "GetQueueAttributes")
+
+
+def test_a_producer_that_may_not_read_attributes_can_still_submit(stack: Stack) -> None:
+    preflight_queue(DeniedAttributes(boto3.client("sqs")), stack.queue_url)  # does not raise
+    with pytest.raises(ClientError, match="NonExistentQueue"):
+        preflight_queue(boto3.client("sqs"), stack.queue_url + "-missing")
