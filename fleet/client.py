@@ -498,7 +498,8 @@ def _move_task(sqs: Any, dlq_url: str, queue_url: str) -> RedriveReport:
     deadline = time.monotonic() + MOVE_TASK_TIMEOUT_S
     task: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        task = sqs.list_message_move_tasks(SourceArn=source, MaxResults=1)["Results"][0]
+        results = sqs.list_message_move_tasks(SourceArn=source, MaxResults=1)["Results"]
+        task = results[0] if results else {}
         if task.get("Status") != "RUNNING":
             break
         time.sleep(MOVE_TASK_POLL_S)
