@@ -121,8 +121,16 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.command()
 @click.argument("source", default="-")
 @click.option("--skip-invalid", is_flag=True, help="Send the valid jobs even if some are not.")
-@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 64))
-@click.option("--max-text-chars", default=DEFAULT_MAX_TEXT_CHARS, show_default=True, type=int)
+@click.option(
+    "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Sender threads."
+)
+@click.option(
+    "--max-text-chars",
+    default=DEFAULT_MAX_TEXT_CHARS,
+    show_default=True,
+    type=int,
+    help="Longest text accepted (the stack's worker.maxTextChars).",
+)
 @click.option("--voice", help="Voice for jobs that do not set one.")
 @click.option("--language", help="Language for jobs that do not set one.")
 @click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
@@ -293,8 +301,20 @@ def status_table(snapshot: dict[str, Any]) -> Table:
 
 @click.command()
 @click.argument("source", default="-")
-@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(min=0))
-@click.option("--interval", default=5.0, show_default=True, type=click.FloatRange(min=0.05))
+@click.option(
+    "--timeout",
+    default=3600.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds before giving up (exit 2).",
+)
+@click.option(
+    "--interval",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.05),
+    help="Seconds between polls of the bucket.",
+)
 @json_option
 @target_options
 def wait(target: Target, source: str, timeout: float, interval: float, as_json: bool) -> None:
@@ -362,10 +382,19 @@ def finish_wait(
 
 @click.command()
 @click.argument("source", required=False)
-@click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to download into.",
+)
 @click.option("--id", "job_ids", multiple=True, help="A job id (repeatable).")
 @click.option("--prefix", "id_prefix", default="", help="Only ids starting with this.")
-@click.option("--threads", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Download threads."
+)
 @json_option
 @target_options
 def results(
