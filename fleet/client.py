@@ -59,7 +59,9 @@ class Target:
 def aws_client(service: str, endpoint: str | None = None) -> Any:
     """One client per service per process; generous pool for the sender threads."""
     del endpoint  # part of the cache key only: boto3 reads AWS_ENDPOINT_URL itself
-    return boto3.client(service, config=Config(max_pool_connections=32))
+    # botocore reads AWS_DEFAULT_REGION but not AWS_REGION, which other SDKs prefer.
+    region = os.environ.get("AWS_REGION") or None
+    return boto3.client(service, region_name=region, config=Config(max_pool_connections=32))
 
 
 def client_for(service: str) -> Any:

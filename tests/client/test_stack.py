@@ -93,3 +93,17 @@ def test_boto3_honours_aws_endpoint_url(aws_env: dict[str, str]) -> None:
     # The shared client is built with no endpoint argument: the env var alone points it here.
     assert client_for("sqs").meta.endpoint_url == aws_env["AWS_ENDPOINT_URL"]
     assert client_for("s3").meta.endpoint_url == aws_env["AWS_ENDPOINT_URL"]
+
+
+def test_aws_region_alone_is_enough(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    from fleet.client import aws_client
+
+    aws_client.cache_clear()
+    try:
+        assert client_for("sqs").meta.region_name == "eu-west-1"
+    finally:
+        aws_client.cache_clear()
