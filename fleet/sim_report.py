@@ -91,7 +91,7 @@ def summarise(
     samples: list[Sample],
     gpu_seconds: float,
     end: float,
-    starts: tuple[int, int, int],
+    starts: tuple[int, int, int, int],  # cold, warm, cancelled, hosts
 ) -> SimResult:
     arrivals = trace.arrivals
     latencies = [f - a for f, a in zip(finish, arrivals, strict=True)]
@@ -112,7 +112,8 @@ def summarise(
         "period_s": _r(end),
         "cold_starts": starts[0],
         "warm_starts": starts[1],
-        "hosts_launched": starts[2],
+        "cancelled_starts": starts[2],  # stopped while pending: never ran, never a start
+        "hosts_launched": starts[3],
         **_costs(rates, gpu_seconds, end, len(arrivals)),
     }
     return SimResult(summary, tuple(samples), tuple(latencies))

@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 class Host:
     index: int
     launched: float
-    ready_at: float  # provisioned and image pulled
+    provisioned_at: float  # booted and registered with the cluster: idle from here if no task
+    # The image is on disk from this time; None until a task's pull is under way (the pull
+    # belongs to a task: a host whose task was cancelled before it registered pulls nothing).
+    image_at: float | None = None
     task: int | None = None
     token: int = 0  # bumps when the host goes idle, so a stale expiry event is ignored
     gone: float | None = None
@@ -18,6 +21,7 @@ class Host:
 @dataclass
 class Task:
     host: Host
+    cold: bool  # waited for host provisioning or the image pull
     ready: bool = False
     in_flight: int = 0
 
@@ -29,5 +33,7 @@ class Fleet:
     tasks: dict[int, Task] = field(default_factory=dict)  # live (not stopped) tasks
     next_task: int = 0
     desired: int = 0
+    # Counted when a task becomes ready; a task stopped while pending never started.
     cold_starts: int = 0
     warm_starts: int = 0
+    cancelled_starts: int = 0  # stopped while pending: scale-in before the task ran

@@ -32,6 +32,8 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("latency max", duration(lat["max"])),
         ("drain time", duration(summary["drain_s"])),
         ("cold / warm task starts", f"{summary['cold_starts']} / {summary['warm_starts']}"),
+        ("cancelled while pending", str(summary["cancelled_starts"])),
+        ("GPU hosts launched", str(summary["hosts_launched"])),
         ("GPU instance-hours", f"{summary['gpu_instance_hours']:.2f}"),
         ("GPU cost", f"${summary['gpu_usd']:.2f}"),
         ("floor cost, same period", f"${summary['floor_usd']:.2f}"),

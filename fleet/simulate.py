@@ -4,10 +4,19 @@
 - CloudWatch: a minute's datapoint is its maximum outstanding (the alarms use Maximum),
   published `metric_lag_s` after the minute ends;
 - each minute the real `fleet.policy.AlarmModel` turns the published datapoints into the
-  desired count, as Application Auto Scaling applies the ExactCapacity step;
+  desired count, as Application Auto Scaling applies the ExactCapacity step (and re-applies
+  it every minute the alarm stays in ALARM). Both alarms read one snapshot of the series, so
+  they are never in ALARM together (scale-out needs the latest datapoint ≥ 1, idle needs it
+  ≤ 0). In AWS the two alarms are evaluated separately and may, for one minute, see different
+  snapshots; both policies then act, in either order, and the next minute settles it (idle
+  goes OK once it sees the datapoint). The model takes the settled outcome;
 - the ECS service reconciles: a new task takes a warm host (kept `host_idle_seconds`: no
   provisioning, no pull) or a cold one (provisioning, pull, model load, warm-up); surplus
   tasks stop pending-first, then idle ones; busy tasks are protected until idle;
+- a task stopped while pending (scale-in before it ran) is no start, cold or warm: it is
+  counted as cancelled. Its host, if still launching, registers with no task and is idle
+  from then (no pull: the pull is a task's); a new task may still claim it, else it goes
+  after `host_idle_seconds` and is billed from launch to then;
 - workers have `concurrency` slots and the profile's batching latency.
 
 Only events cost time (completions, task/host transitions, one tick per minute, skipped while
@@ -147,38 +156,46 @@ class Simulation:
         fleet = self.fleet
         fleet.desired = self.policy.scaling.min_workers
         for _ in range(fleet.desired):
-            host = Host(len(fleet.hosts), 0.0, 0.0, task=fleet.next_task)
+            host = Host(len(fleet.hosts), 0.0, 0.0, image_at=0.0, task=fleet.next_task)
             fleet.hosts.append(host)
-            fleet.tasks[fleet.next_task] = Task(host, ready=True)
+            fleet.tasks[fleet.next_task] = Task(host, cold=False, ready=True)
             heapq.heappush(self.free, (0, fleet.next_task))
             fleet.next_task += 1
 
     def _start_task(self, now: float) -> None:
         fleet, profile = self.fleet, self.profile
         placed = now + profile.task_placement_s
-        # One task per host: the capacity provider launches instances with exactly
-        # gpu.gpuCount GPUs and the task definition asks for all of them.
-        if fleet.spare:
-            # A warm host (or one still launching for a cancelled task): the readiest first.
-            host = min(fleet.spare.values(), key=lambda h: (h.ready_at, h.index))
-            del fleet.spare[host.index]
-        else:
-            provisioning = profile.host_provisioning_s + self.rng.uniform(
-                0.0, profile.host_provisioning_jitter_s
-            )
-            host = Host(len(fleet.hosts), placed, placed + provisioning + profile.pull_s)
-            fleet.hosts.append(host)
-        # Warm: the host is up with the image pulled; else the task waits for provisioning.
-        if host.ready_at <= placed:
-            fleet.warm_starts += 1
-        else:
-            fleet.cold_starts += 1
+        host = self._claim_host(placed)
+        if host.image_at is None:  # this task's pull starts once the host has registered
+            host.image_at = max(placed, host.provisioned_at) + profile.pull_s
         task_id = fleet.next_task
         fleet.next_task += 1
         host.task = task_id
-        fleet.tasks[task_id] = Task(host)
-        ready = max(placed, host.ready_at) + profile.model_load_s + profile.warmup_s
+        # Warm: the host is up with the image pulled; else the task waits for provisioning.
+        fleet.tasks[task_id] = Task(host, cold=host.image_at > placed)
+        ready = max(placed, host.image_at) + profile.model_load_s + profile.warmup_s
         self._push(ready, _READY, (task_id, 0))
+
+    def _claim_host(self, placed: float) -> Host:
+        """A spare host (warm, or still launching for a cancelled task), readiest first; else
+        a new one. One task per host: the capacity provider launches instances with exactly
+        gpu.gpuCount GPUs and the task definition asks for all of them."""
+        fleet, profile = self.fleet, self.profile
+        if fleet.spare:
+            pull = profile.pull_s
+
+            def image_ready(h: Host) -> float:
+                return h.image_at if h.image_at is not None else h.provisioned_at + pull
+
+            host = min(fleet.spare.values(), key=lambda h: (image_ready(h), h.index))
+            del fleet.spare[host.index]
+            return host
+        provisioning = profile.host_provisioning_s + self.rng.uniform(
+            0.0, profile.host_provisioning_jitter_s
+        )
+        host = Host(len(fleet.hosts), placed, placed + provisioning)
+        fleet.hosts.append(host)
+        return host
 
     def _task_ready(self, now: float, payload: tuple[int, int]) -> None:
         task_id = payload[0]
@@ -186,6 +203,10 @@ class Simulation:
         if task is None:
             return  # stopped while pending
         task.ready = True
+        if task.cold:
+            self.fleet.cold_starts += 1
+        else:
+            self.fleet.warm_starts += 1
         heapq.heappush(self.free, (0, task_id))
         self._dispatch(now)
         if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
@@ -197,10 +218,17 @@ class Simulation:
         host = task.host
         host.task = None
         host.token += 1
+        if not task.ready:
+            self.fleet.cancelled_starts += 1
+            if host.image_at is not None and host.image_at > now:
+                host.image_at = None  # the stopped task's pull is abandoned with it
         self.fleet.spare[host.index] = host
         keep = self.policy.host_idle_seconds
         if keep >= 0:  # -1: Managed Instances never scales the idle host in
-            self._push(max(now, host.ready_at) + keep, _EXPIRE, (host.index, host.token))
+            # A host still launching for a cancelled task idles from when it registers: the
+            # sample (scaleInAfter 0) terminates it then unless a new task has claimed it.
+            idle_from = max(now, host.provisioned_at)
+            self._push(idle_from + keep, _EXPIRE, (host.index, host.token))
 
     def _host_expire(self, now: float, payload: tuple[int, int]) -> None:
         index, token = payload
@@ -280,5 +308,5 @@ def simulate(
         samples=samples,
         gpu_seconds=gpu_seconds,
         end=end,
-        starts=(fleet.cold_starts, fleet.warm_starts, len(fleet.hosts)),
+        starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, len(fleet.hosts)),
     )
