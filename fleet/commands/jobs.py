@@ -1,7 +1,7 @@
 """Producer and operator commands: submit, status, wait, results, dlq list|redrive.
 
 The work is in fleet/client.py; this module parses options, draws progress on a terminal and
-prints either text or, with --json, one JSON document on stdout (keys in the README, "--json output").
+prints either text or, with --json, one JSON document on stdout (keys: README, "--json output").
 """
 
 from __future__ import annotations
