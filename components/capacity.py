@@ -12,13 +12,12 @@ path) could not be checked against AWS from this machine — `pulumi preview` wi
 
 from __future__ import annotations
 
-import json
-
 import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
 from components.config import GpuConfig
+from components.iam import assume_role
 
 INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
 INSTANCE_POLICY = "AmazonECSInstanceRolePolicyForManagedInstances"
@@ -82,21 +81,6 @@ def managed_instances_provider(
     }
 
 
-def assume_role(service: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": service},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-    )
-
-
 class GpuCapacityArgs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -132,19 +116,21 @@ class GpuCapacity(pulumi.ComponentResource):
                     "from_port": HTTPS,
                     "to_port": HTTPS,
                     "cidr_blocks": ["0.0.0.0/0"],
-                    "description": "AWS APIs (SQS, S3, ECR, ECS, logs) and the model hub at build",
+                    "description": "AWS APIs: SQS, S3, ECR, ECS, CloudWatch Logs",
                 }
             ],
             opts=child,
         )
-        infrastructure_role, profile = self._roles(name)
+        infrastructure_role, profile, grants = self._roles(name)
+        # The provider must not start (or, on destroy, outlive) its roles' permissions:
+        # without them ECS can neither launch nor terminate the GPU hosts.
         provider = aws.ecs.CapacityProvider(
             f"{name}-gpu",
             cluster=cluster.name,
             managed_instances_provider=managed_instances_provider(
                 args, infrastructure_role.arn, profile.arn, sg.id
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
         )
         self.cluster_name, self.cluster_arn = cluster.name, cluster.arn
         self.capacity_provider_name = provider.name
@@ -158,7 +144,9 @@ class GpuCapacity(pulumi.ComponentResource):
             }
         )
 
-    def _roles(self, name: str) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
+    def _roles(
+        self, name: str
+    ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile, list[pulumi.Resource]]:
         child = pulumi.ResourceOptions(parent=self)
         instance_role = aws.iam.Role(
             f"{name}-instance-role",
@@ -166,7 +154,7 @@ class GpuCapacity(pulumi.ComponentResource):
             assume_role_policy=assume_role("ec2.amazonaws.com"),
             opts=child,
         )
-        aws.iam.RolePolicyAttachment(
+        instance_grant = aws.iam.RolePolicyAttachment(
             f"{name}-instance-policy",
             role=instance_role.name,
             policy_arn=managed_policy_arn(INSTANCE_POLICY),
@@ -180,7 +168,7 @@ class GpuCapacity(pulumi.ComponentResource):
             assume_role_policy=assume_role("ecs.amazonaws.com"),
             opts=child,
         )
-        aws.iam.RolePolicyAttachment(
+        infrastructure_grant = aws.iam.RolePolicyAttachment(
             f"{name}-infrastructure-policy",
             role=infrastructure_role.name,
             policy_arn=managed_policy_arn(INFRASTRUCTURE_POLICY),
@@ -188,7 +176,7 @@ class GpuCapacity(pulumi.ComponentResource):
         )
         # Belt and braces: an explicit PassRole for exactly this instance role, so the
         # capacity provider works even if the managed policy's name pattern changes.
-        aws.iam.RolePolicy(
+        passrole = aws.iam.RolePolicy(
             f"{name}-infrastructure-passrole",
             role=infrastructure_role.id,
             policy=pulumi.Output.json_dumps(
@@ -208,4 +196,4 @@ class GpuCapacity(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        return infrastructure_role, profile
+        return infrastructure_role, profile, [instance_grant, infrastructure_grant, passrole]

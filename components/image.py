@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict, Field
 
+from components.iam import same_account_condition, trust_policy
 from components.image_build import BUILD_TIMEOUT_MINUTES, WorkerImageBuild
 from components.image_source import ecr_repository_arn, image_tag, source_files
 from components.storage import OutputBucket, OutputBucketArgs
@@ -128,17 +129,10 @@ class WorkerImage(pulumi.ComponentResource):
         logs = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=30, opts=child)
         role = aws.iam.Role(
             f"{name}-build-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "codebuild.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
+            assume_role_policy=pulumi.Output.json_dumps(
+                trust_policy(
+                    "codebuild.amazonaws.com", same_account_condition(repo.arn, "codebuild")
+                )
             ),
             opts=child,
         )

@@ -134,6 +134,8 @@ def key_policy(account: str, partition: str) -> dict:
                 "Principal": {"Service": list(PUBLISHERS)},
                 "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
                 "Resource": "*",
+                # Only on behalf of this account (the topic policy says the same).
+                "Condition": {"StringEquals": {"aws:SourceAccount": account}},
             },
         ],
     }

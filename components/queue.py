@@ -1,9 +1,11 @@
 """JobQueue: the jobs queue, its DLQ with redrive, TLS-only policies and a producer policy.
 
 Both queues use SQS-managed SSE. The queue policy denies any request that is not over TLS and,
-when `producers.principalArns` is set, allows exactly those principals to SendMessage. Same-
-account callers get access through the exported producer policy (SendMessage + GetQueueUrl on
-this queue only), so nothing else in the account can write jobs unless someone attaches it.
+when `producers.principalArns` is set, allows those principals to SendMessage. Same-account
+producers get access by attaching the exported producer policy (SendMessage + GetQueueUrl on
+this queue only). The queue policy adds access; it does not take any away, so an account
+principal whose own IAM policy allows sqs:SendMessage on `*` can still send. Another account's
+principals also need their own IAM policy for this queue's ARN.
 """
 
 from __future__ import annotations

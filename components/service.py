@@ -13,8 +13,8 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.capacity import assume_role
 from components.config import QueueConfig, WorkerConfig
+from components.iam import same_account_condition, trust_policy
 from components.service_policies import (
     CONTAINER_NAME,
     execution_policy,
@@ -91,10 +91,10 @@ class WorkerService(pulumi.ComponentResource):
             f"{name}-logs", retention_in_days=LOG_RETENTION_DAYS, opts=child
         )
         execution_role = self._role(
-            name, "execution", execution_policy(args.repository_arns, logs.arn)
+            name, "execution", execution_policy(args.repository_arns, logs.arn), args.cluster_arn
         )
         protection = task_protection_arn(args.cluster_arn, args.cluster_name)
-        task_role = self._role(name, "task", task_policy(args, protection))
+        task_role = self._role(name, "task", task_policy(args, protection), args.cluster_arn)
         task_definition = aws.ecs.TaskDefinition(
             f"{name}-task",
             family=f"{pulumi.get_project()}-{pulumi.get_stack()}-worker",
@@ -131,11 +131,18 @@ class WorkerService(pulumi.ComponentResource):
             {"service_name": self.service_name, "log_group_name": self.log_group_name}
         )
 
-    def _role(self, name: str, kind: str, policy: dict) -> aws.iam.Role:
+    def _role(
+        self, name: str, kind: str, policy: dict, cluster_arn: pulumi.Input[str]
+    ) -> aws.iam.Role:
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             f"{name}-{kind}-role",
-            assume_role_policy=assume_role("ecs-tasks.amazonaws.com"),
+            assume_role_policy=pulumi.Output.json_dumps(
+                trust_policy(
+                    "ecs-tasks.amazonaws.com",
+                    same_account_condition(cluster_arn, "ecs"),
+                )
+            ),
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -95,12 +95,13 @@ def task_policy(args: WorkerServiceArgs, protection_arn: pulumi.Input[str]) -> d
             },
             {
                 # Without ListBucket a HEAD of a missing manifest answers 403, not 404, and the
-                # worker could not tell "not done yet" from "denied". Limited to its prefixes.
-                "Sid": "SeeOwnPrefixes",
+                # worker could not tell "not done yet" from "denied". No s3:prefix condition: a
+                # HEAD carries no prefix, so such a condition would never match. The bucket
+                # holds only outputs/ and failures/, so listing it shows nothing more.
+                "Sid": "SeeOwnOutputs",
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
                 "Resource": args.bucket_arn,
-                "Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in OUTPUT_PREFIXES]}},
             },
             {
                 # The worker holds ECS task scale-in protection while a job is in flight: it

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pulumi
+
 from components.capacity import ON_DEMAND, SPOT, GpuCapacity, GpuCapacityArgs
 from components.config import GpuConfig, Range
 from tests.components.stack_support import policy
@@ -132,3 +134,23 @@ def test_security_group_has_no_ingress_and_https_only_egress() -> None:
         ("tcp", 443, 443, ["0.0.0.0/0"])
     ]
     assert sg["vpcId"] == "vpc-0abc12345"
+
+
+def test_capacity_provider_waits_for_its_roles_permissions() -> None:
+    # depends_on is a resource option, invisible to MockResourceArgs: record it through a
+    # transformation. Without it ECS could launch before, or outlive on destroy, the grants.
+    waits: dict[str, list[str]] = {}
+
+    def record(t: pulumi.ResourceTransformationArgs) -> None:
+        waits[t.name] = sorted(d._name for d in (t.opts.depends_on or []))  # type: ignore[union-attr]
+        return None
+
+    args = GpuCapacityArgs(
+        gpu=GpuConfig(), host_idle_seconds=300, vpc_id="vpc-0abc12345", subnet_ids=SUBNETS
+    )
+    run_program(lambda: GpuCapacity("gpu", args, pulumi.ResourceOptions(transformations=[record])))
+    assert waits["gpu-gpu"] == [
+        "gpu-infrastructure-passrole",
+        "gpu-infrastructure-policy",
+        "gpu-instance-policy",
+    ]

@@ -281,3 +281,19 @@ def test_wait_gives_up_after_its_timeout() -> None:
             poll_seconds=10,
         )
     assert now[0] == 30
+
+
+def test_codebuild_role_trusts_only_this_accounts_projects() -> None:
+    mocks, _ = build("")
+    trust = json.loads(mocks.one("aws:iam/role:Role").inputs["assumeRolePolicy"])
+    assert trust["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "codebuild.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": ACCOUNT},
+                "ArnLike": {"aws:SourceArn": f"arn:aws:codebuild:us-east-1:{ACCOUNT}:*"},
+            },
+        }
+    ]

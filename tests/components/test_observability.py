@@ -85,6 +85,7 @@ def test_topic_is_encrypted_with_a_key_alarms_and_budgets_may_use() -> None:
         "Service": ["cloudwatch.amazonaws.com", "budgets.amazonaws.com"]
     }
     assert publish["Action"] == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert publish["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
     assert statements["AccountAdministers"]["Principal"] == {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}
     assert mocks.one(TOPIC).inputs == {
         "kmsMasterKeyId": f"arn:aws:kms:{REGION}:{ACCOUNT}:obs-alerts-key"

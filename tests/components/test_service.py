@@ -159,7 +159,7 @@ def test_task_role_is_this_queue_dlq_prefixes_and_own_task_protection(
             ["s3:GetObject", "s3:PutObject"],
             [f"{BUCKET_ARN}/outputs/*", f"{BUCKET_ARN}/failures/*"],
         ),
-        "SeeOwnPrefixes": ("s3:ListBucket", BUCKET_ARN),
+        "SeeOwnOutputs": ("s3:ListBucket", BUCKET_ARN),
         "TaskScaleInProtection": (
             ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
             "arn:aws:ecs:us-east-1:123456789012:task/fleet/*",
@@ -218,3 +218,34 @@ def test_task_protection_arn(cluster_arn: str, expected: str) -> None:
     seen: list[str] = []
     run_program(lambda: task_protection_arn(cluster_arn, "fleet").apply(seen.append))
     assert seen == [expected]
+
+
+def test_listing_has_no_prefix_condition_so_a_missing_manifest_is_a_404(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    # S3 answers HEAD of a missing key with 404 only if ListBucket is allowed for that request;
+    # a HEAD carries no s3:prefix, so a prefix condition would turn every new job into a 403.
+    task_policy = next(
+        p for p in built[0].of_type("aws:iam/rolePolicy:RolePolicy") if p.name == "w-task-policy"
+    )
+    listing = next(s for s in policy(task_policy)["Statement"] if s["Sid"] == "SeeOwnOutputs")
+    assert "Condition" not in listing
+
+
+def test_task_and_execution_roles_trust_only_this_accounts_ecs_tasks(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    roles = {r.name: r.inputs for r in built[0].of_type("aws:iam/role:Role")}
+    expected = {
+        "Effect": "Allow",
+        "Principal": {"Service": "ecs-tasks.amazonaws.com"},
+        "Action": "sts:AssumeRole",
+        "Condition": {
+            "StringEquals": {"aws:SourceAccount": "123456789012"},
+            "ArnLike": {"aws:SourceArn": "arn:aws:ecs:us-east-1:123456789012:*"},
+        },
+    }
+    assert {name: json.loads(r["assumeRolePolicy"])["Statement"] for name, r in roles.items()} == {
+        "w-execution-role": [expected],
+        "w-task-role": [expected],
+    }

@@ -1,0 +1,34 @@
+"""Service trust policies shared by the components that create roles."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+
+
+def assume_role(service: str) -> str:
+    return json.dumps(trust_policy(service))
+
+
+def trust_policy(service: str, condition: dict | None = None) -> dict:
+    """A service trust policy; `condition` guards against the confused deputy."""
+    statement: dict = {
+        "Effect": "Allow",
+        "Principal": {"Service": service},
+        "Action": "sts:AssumeRole",
+    }
+    if condition:
+        statement["Condition"] = condition
+    return {"Version": "2012-10-17", "Statement": [statement]}
+
+
+def same_account_condition(resource_arn: pulumi.Input[str], service: str) -> dict:
+    """Only this account's `service` resources may assume the role (ARN fields 2–4)."""
+    parts = pulumi.Output.from_input(resource_arn).apply(lambda arn: arn.split(":"))
+    return {
+        "StringEquals": {"aws:SourceAccount": parts.apply(lambda p: p[4])},
+        "ArnLike": {
+            "aws:SourceArn": parts.apply(lambda p: f"arn:{p[1]}:{service}:{p[3]}:{p[4]}:*")
+        },
+    }
