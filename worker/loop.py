@@ -32,6 +32,10 @@ CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg", "f
 # SQS message attribute values count toward the 256 KiB message size; keep the reason short.
 MAX_ERROR_ATTRIBUTE_CHARS = 1_000
 STORAGE_ERRORS = (ClientError, BotoCoreError)
+# A conditional PUT (If-None-Match: *) on an existing key: 412 PreconditionFailed (S3 user
+# guide, conditional writes). A concurrent conditional PUT may get 409 instead: that one is an
+# ordinary storage error, retried later, and the retry finds the manifest.
+PRECONDITION_FAILED = ("PreconditionFailed", "412")
 
 
 class KeyLocks:
@@ -263,27 +267,53 @@ class Worker:
             "finished_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
         with task.lock:
-            if task.abandoned:
+            if task.abandoned or not self._store(task, job, speech.audio, manifest):
                 return
-            self._put(manifest["audio_key"], speech.audio, CONTENT_TYPES[job.format])
-            self._put(
-                manifest_key(job.job_id, self.s.output_prefix),
-                json.dumps(manifest, ensure_ascii=False).encode(),
-                "application/json",
-            )
-            self._delete(task)
         log.info("job %s done: %.2fs audio in %.2fs", job.job_id, speech.duration_s or 0, synth_s)
         self.metrics.completed(
             synth_s, speech.duration_s, queue_wait, job_id=job.job_id, worker=self.s.worker_id
         )
 
+    def _store(self, task: Task, job: Job, audio: bytes, manifest: dict[str, Any]) -> bool:
+        """Audio, then the manifest, then delete; False when another worker got there first.
+
+        Guaranteed, across workers: at most one manifest PUT per job id ever succeeds (the
+        conditional PUT; a second gets 412 and only deletes its message), and no worker
+        starts an audio PUT after it can see the manifest. Not guaranteed: two workers that
+        both re-check before either manifest exists both PUT the audio (same key, same
+        request), so the audio can be written twice and the manifest's figures describe the
+        winner's synthesis. A 412 after our own PUT's lost answer was retried also lands here,
+        and deleting is then right too: the manifest exists.
+        """
+        if self._manifest_exists(job.job_id):
+            log.info("job %s finished by another worker meanwhile: deleting", job.job_id)
+            self._delete(task)
+            return False
+        self._put(manifest["audio_key"], audio, CONTENT_TYPES[job.format])
+        try:
+            self._put(
+                manifest_key(job.job_id, self.s.output_prefix),
+                json.dumps(manifest, ensure_ascii=False).encode(),
+                "application/json",
+                only_if_new=True,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in PRECONDITION_FAILED:
+                raise
+            log.info("job %s manifest written by another worker first: deleting", job.job_id)
+            self._delete(task)
+            return False
+        self._delete(task)
+        return True
+
     def _sent_at(self, task: Task) -> float:
         sent_ms = task.message.get("Attributes", {}).get("SentTimestamp")
         return int(sent_ms) / 1000 if sent_ms else task.received_at
 
-    def _put(self, key: str, body: bytes, content_type: str) -> None:
+    def _put(self, key: str, body: bytes, content_type: str, only_if_new: bool = False) -> None:
+        condition = {"IfNoneMatch": "*"} if only_if_new else {}
         self.s3.put_object(
-            Bucket=self.s.output_bucket, Key=key, Body=body, ContentType=content_type
+            Bucket=self.s.output_bucket, Key=key, Body=body, ContentType=content_type, **condition
         )
 
     def _delete(self, task: Task) -> None:

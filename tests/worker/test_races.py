@@ -1,0 +1,145 @@
+"""Races between workers, and between a job's thread and the drain, against the emulator.
+
+These run `Worker` in threads of the test process with a stand-in speech client, so each
+race can be forced at the exact step it needs (a peer's manifest appearing mid-job, an S3
+PUT that hangs). The queue, bucket and all S3/SQS calls are the real emulator's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tests.procs import make_queues_and_bucket, queue_counts, version_counts, wait_for
+from worker.jobs import Job
+from worker.loop import Worker
+from worker.metrics import Metrics
+from worker.protection import Protection
+from worker.settings import Settings
+from worker.speech import Speech
+
+MANIFEST = "outputs/r1.json"
+AUDIO = "outputs/r1.wav"
+
+
+class FakeSpeech:
+    """Takes `delay` seconds (per job id when a dict), then runs `during` if given."""
+
+    def __init__(self, delay: float | dict[str, float] = 0.2, during: Any = None) -> None:
+        self.delay, self.during = delay, during
+
+    def synthesize(self, job: Job) -> Speech:
+        delay = self.delay if isinstance(self.delay, float) else self.delay[job.job_id]
+        time.sleep(delay)
+        if self.during is not None:
+            self.during(job)
+        return Speech(b"RIFFfake", 24_000, 1.0, 1)
+
+
+def make_worker(names: dict[str, str], sqs: Any, s3: Any, speech: Any, **overrides: Any) -> Worker:
+    values: dict[str, Any] = dict(
+        queue_url=names["queue_url"],
+        dlq_url=names["dlq_url"],
+        output_bucket=names["bucket"],
+        wait_time_seconds=1,
+        visibility_timeout=30,
+        heartbeat_seconds=10,
+        stop_timeout_seconds=5,
+        retry_base_seconds=1,
+        retry_max_seconds=2,
+        worker_id="w",
+    )
+    metrics = overrides.pop("metrics", None) or Metrics(io.StringIO())
+    values.update(overrides)
+    return Worker(Settings(**values), sqs, s3, speech, Protection(""), metrics)
+
+
+def run_until(worker: Worker, done: Any, timeout: float = 30) -> None:
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(done, timeout)
+    finally:
+        worker.request_stop()
+        thread.join(60)
+    assert not thread.is_alive()
+
+
+def peer_manifest(s3: Any, bucket: str) -> None:
+    """What another worker that finished the same job first leaves behind."""
+    s3.put_object(Bucket=bucket, Key=AUDIO, Body=b"RIFFpeer")
+    s3.put_object(Bucket=bucket, Key=MANIFEST, Body=json.dumps({"worker": "peer"}).encode())
+
+
+def manifest_worker(s3: Any, bucket: str) -> str:
+    return json.loads(s3.get_object(Bucket=bucket, Key=MANIFEST)["Body"].read())["worker"]
+
+
+@pytest.mark.timeout(60)
+def test_manifest_appearing_during_synthesis_means_no_second_write(aws_env, sqs, s3) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
+    speech = FakeSpeech(during=lambda job: peer_manifest(s3, names["bucket"]))
+    worker = make_worker(names, sqs, s3, speech)
+    run_until(worker, lambda: queue_counts(sqs, names["queue_url"]) == (0, 0))
+    # The peer's PUTs only: this worker saw the manifest and wrote nothing.
+    assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
+    assert manifest_worker(s3, names["bucket"]) == "peer"
+
+
+class PeerWinsDuringAudio:
+    """S3 client whose audio PUT lets a peer's manifest land right after it (the last window)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self.s3, self.bucket = s3, bucket
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s3, name)
+
+    def put_object(self, **kwargs: Any) -> Any:
+        result = self.s3.put_object(**kwargs)
+        if kwargs["Key"] == AUDIO:
+            self.s3.put_object(Bucket=self.bucket, Key=MANIFEST, Body=b'{"worker": "peer"}')
+        return result
+
+
+@pytest.mark.timeout(60)
+def test_manifest_put_is_conditional_and_the_loser_deletes(aws_env, sqs, s3) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
+    racing_s3 = PeerWinsDuringAudio(s3, names["bucket"])
+    worker = make_worker(names, sqs, racing_s3, FakeSpeech())
+    run_until(worker, lambda: queue_counts(sqs, names["queue_url"]) == (0, 0))
+    assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
+    assert manifest_worker(s3, names["bucket"]) == "peer"
+    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+
+
+@pytest.mark.timeout(60)
+def test_two_workers_same_job_one_manifest(aws_env, sqs, s3) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    for _ in range(2):  # the same request twice: the same job id (DESIGN §3.2)
+        sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
+    workers = [
+        make_worker(names, sqs, s3, FakeSpeech(1.0), worker_id=f"w{i}", concurrency=1, prefetch=0)
+        for i in range(2)
+    ]
+    threads = [threading.Thread(target=w.run) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+    finally:
+        for worker in workers:
+            worker.request_stop()
+        for thread in threads:
+            thread.join(60)
+    counts = version_counts(s3, names["bucket"])
+    # The audio may be written by both (they raced past the re-check); the manifest never.
+    assert counts[MANIFEST] == 1 and 1 <= counts[AUDIO] <= 2
+    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
