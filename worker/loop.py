@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +31,10 @@ from worker.speech import PermanentSpeechError, Speech, SpeechClient, TransientS
 log = logging.getLogger("worker")
 CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg", "flac": "audio/flac"}
 # SQS message attribute values count toward the 256 KiB message size; keep the reason short.
-MAX_ERROR_ATTRIBUTE_CHARS = 1_000
+MAX_ERROR_ATTRIBUTE_BYTES = 1_000
+# SQS accepts only these characters in a body or a String attribute value (SQS API reference,
+# SendMessage): #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+_NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 STORAGE_ERRORS = (ClientError, BotoCoreError)
 # A conditional PUT (If-None-Match: *) on an existing key: 412 PreconditionFailed (S3 user
 # guide, conditional writes). A concurrent conditional PUT may get 409 instead: that one is an
@@ -58,6 +62,17 @@ class KeyLocks:
                 entry[1] -= 1
                 if entry[1] == 0:
                     del self._locks[key]
+
+
+def sqs_text(text: str, max_bytes: int) -> str:
+    """`text` as SQS accepts it: others escaped as \\xNN (\\uNNNN above FF), at most max_bytes."""
+
+    def escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    clean = _NOT_SQS_TEXT.sub(escape, text).encode()[:max_bytes]
+    return clean.decode(errors="ignore")  # drops a character cut in half, nothing else
 
 
 def backoff_seconds(receive_count: int, base: float, cap: float) -> int:
@@ -337,7 +352,7 @@ class Worker:
             "worker": self.s.worker_id,
             "failed_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-        reason = f"{error}: {detail}"[:MAX_ERROR_ATTRIBUTE_CHARS]
+        reason = sqs_text(f"{error}: {detail}", MAX_ERROR_ATTRIBUTE_BYTES)
         try:
             with task.lock:
                 if task.abandoned:
@@ -352,7 +367,10 @@ class Worker:
                     MessageBody=task.message["Body"],
                     MessageAttributes={
                         "error": {"DataType": "String", "StringValue": reason},
-                        "job_id": {"DataType": "String", "StringValue": job_id},
+                        "job_id": {
+                            "DataType": "String",
+                            "StringValue": sqs_text(job_id, MAX_ERROR_ATTRIBUTE_BYTES),
+                        },
                     },
                 )
                 self._delete(task)
