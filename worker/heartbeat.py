@@ -106,19 +106,24 @@ class Heartbeat(threading.Thread):
         interval: float,
         extension: int,
         on_tick: Callable[[], None] | None = None,
+        lock: threading.Lock | None = None,
     ) -> None:
         if extension <= interval:
             raise ValueError(f"visibility extension {extension}s must exceed interval {interval}s")
         super().__init__(name="heartbeat", daemon=True)
         self.sqs, self.queue_url, self.inflight = sqs, queue_url, inflight
         self.interval, self.extension, self.on_tick = interval, extension, on_tick
+        # Shared with whoever releases tasks (settled=True + visibility change under it), so
+        # a tick that picked a task cannot extend it after the release set it visible.
+        self.lock = lock or threading.Lock()
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            tasks = [t for t in self.inflight.snapshot() if not (t.abandoned or t.settled)]
-            if tasks:
-                change_visibility(self.sqs, self.queue_url, tasks, self.extension)
+            with self.lock:
+                tasks = [t for t in self.inflight.snapshot() if not (t.abandoned or t.settled)]
+                if tasks and not self._stop_event.is_set():
+                    change_visibility(self.sqs, self.queue_url, tasks, self.extension)
             if self.on_tick is not None:
                 try:
                     self.on_tick()

@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from worker.heartbeat import MAX_BATCH_ENTRIES, Heartbeat, InFlight, Task, change_visibility
 from worker.jobs import InvalidJob, Job, audio_key, failure_key, manifest_key, parse_job
 from worker.metrics import Metrics
-from worker.protection import Protection
+from worker.protection import Protection, Renewal
 from worker.settings import MAX_VISIBILITY_SECONDS, Settings
 from worker.speech import PermanentSpeechError, Speech, SpeechClient, TransientSpeechError
 
@@ -103,6 +103,9 @@ class Worker:
         self.ids = KeyLocks()
         self.max_receive_count: int | None = None
         self.stop_requested = threading.Event()
+        # Held by the heartbeat while it picks and extends tasks, and by every release while it
+        # marks a task settled and sets its visibility: a tick never re-hides a released message.
+        self.visibility_lock = threading.Lock()
         self._stop_time = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -121,9 +124,11 @@ class Worker:
             self.inflight,
             self.s.heartbeat_seconds,
             self.s.visibility_timeout,
-            on_tick=self.protection.renew_if_due,
+            lock=self.visibility_lock,
         )
         heartbeat.start()
+        renewal = Renewal(self.protection, self.s.protection_tick_seconds)
+        renewal.start()
         log.info(
             "polling %s: %d synthesis slots, up to %d messages held",
             self.s.queue_url,
@@ -134,8 +139,10 @@ class Worker:
             while not self.stop_requested.is_set():
                 self._poll_once()
         finally:
-            self._drain()
-            heartbeat.stop()
+            self._drain(heartbeat)
+            renewal.stop()
+            self.protection.idle()
+            log.info("drained; exiting")
         return 0
 
     def _read_max_receive_count(self) -> int | None:
@@ -181,20 +188,39 @@ class Worker:
             self.inflight.add(task)
             threading.Thread(target=self._run_task, args=(task,), daemon=True).start()
 
-    def _drain(self) -> None:
+    def _drain(self, heartbeat: Heartbeat) -> None:
+        end = self._stop_time + self.s.stop_timeout_seconds
         margin = min(5.0, self.s.stop_timeout_seconds * 0.2)  # left for releasing the rest
-        deadline = self._stop_time + self.s.stop_timeout_seconds - margin
-        self.inflight.wait_empty(deadline - time.monotonic())
+        self.inflight.wait_empty(end - margin - time.monotonic())  # jobs still kept invisible
+        heartbeat.stop()
+        heartbeat.join(max(0.0, end - time.monotonic()))
         leftovers = self.inflight.snapshot()
-        for task in leftovers:
-            with task.lock:  # waits for an S3 write in progress, then stops the thread writing
-                task.abandoned = True
-        unsettled = [task for task in leftovers if not task.settled]
-        if unsettled:
-            released = change_visibility(self.sqs, self.s.queue_url, unsettled, 0)
-            log.info("released %d unfinished job(s) for other workers", released)
-        self.protection.idle()
-        log.info("drained; exiting")
+        # A job thread holds its task's lock while it writes to S3: abandon (and release) every
+        # task whose lock is free now, then wait for the writers only as long as the stop allows.
+        busy = [task for task in leftovers if not self._abandon(task, 0.0)]
+        self._release_abandoned([task for task in leftovers if task not in busy])
+        late = [task for task in busy if self._abandon(task, end - time.monotonic())]
+        self._release_abandoned(late)
+        if len(late) < len(busy):
+            log.warning("%d job(s) still writing at the stop timeout", len(busy) - len(late))
+
+    @staticmethod
+    def _abandon(task: Task, timeout: float) -> bool:
+        """Marks the task abandoned (its thread then writes nothing more) if its lock comes."""
+        if not (task.lock.acquire(timeout=timeout) if timeout > 0 else task.lock.acquire(False)):
+            return False
+        task.abandoned = True
+        task.lock.release()
+        return True
+
+    def _release_abandoned(self, tasks: list[Task]) -> None:
+        with self.visibility_lock:
+            unsettled = [task for task in tasks if not task.settled]
+            for task in unsettled:
+                task.settled = True
+            if unsettled:
+                released = change_visibility(self.sqs, self.s.queue_url, unsettled, 0)
+                log.info("released %d unfinished job(s) for other workers", released)
 
     # ---- one message -----------------------------------------------------------------
 
@@ -203,7 +229,8 @@ class Worker:
             self._process(task)
         except Exception as error:  # never let a bug lose the message: release it
             log.exception("job %s crashed", task.job_id)
-            self._retry_later(task, f"worker error: {error!r}")
+            if not (task.settled or task.abandoned):  # deleted, released, or the drain's
+                self._retry_later(task, f"worker error: {error!r}")
         finally:
             self.inflight.discard(task)
 
@@ -392,9 +419,10 @@ class Worker:
             delay = backoff_seconds(
                 task.receive_count, self.s.retry_base_seconds, self.s.retry_max_seconds
             )
-        task.settled = True
-        if not task.abandoned:
-            change_visibility(self.sqs, self.s.queue_url, [task], delay)
+        with self.visibility_lock:
+            task.settled = True
+            if not task.abandoned:
+                change_visibility(self.sqs, self.s.queue_url, [task], delay)
         log.warning(
             "job %s released for %ds after receive %d: %s",
             task.job_id,

@@ -51,6 +51,12 @@ class Settings:
     protection_expires_minutes: int = 60
     protection_renew_seconds: float = 1_800.0
 
+    @property
+    def protection_tick_seconds(self) -> float:
+        """How often the renewal timer looks: a renewal lands within renew + tick seconds of
+        the last one, and a refused PUT is retried this often."""
+        return min(self.heartbeat_seconds, self.protection_renew_seconds / 2)
+
 
 def _int(low: int, high: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
@@ -153,9 +159,13 @@ def _consistency(settings: Settings) -> list[str]:
             f"HEARTBEAT_SECONDS={settings.heartbeat_seconds:g} must be shorter than "
             f"VISIBILITY_TIMEOUT={settings.visibility_timeout} (the extension it renews)"
         )
-    if settings.protection_renew_seconds >= settings.protection_expires_minutes * 60:
+    # A renewal is due after renew seconds and seen at the next tick: both before the expiry.
+    latest = settings.protection_renew_seconds + settings.protection_tick_seconds
+    if latest >= settings.protection_expires_minutes * 60:
         problems.append(
-            "PROTECTION_RENEW_SECONDS must be shorter than PROTECTION_EXPIRES_MINUTES × 60"
+            f"PROTECTION_RENEW_SECONDS={settings.protection_renew_seconds:g} plus the renewal "
+            f"check interval {settings.protection_tick_seconds:g}s must be shorter than "
+            f"PROTECTION_EXPIRES_MINUTES × 60 = {settings.protection_expires_minutes * 60}"
         )
     for name, url in (("QUEUE_URL", settings.queue_url), ("DLQ_URL", settings.dlq_url)):
         if not url.startswith(("http://", "https://")):

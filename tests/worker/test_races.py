@@ -41,6 +41,18 @@ class FakeSpeech:
         return Speech(b"RIFFfake", 24_000, 1.0, 1)
 
 
+class BlockingSpeech:
+    """Synthesizes the jobs in `block` only when `go` is set (or after 60 s); others at once."""
+
+    def __init__(self, block: set[str]) -> None:
+        self.block, self.go = block, threading.Event()
+
+    def synthesize(self, job: Job) -> Speech:
+        if job.job_id in self.block:
+            self.go.wait(60)
+        return Speech(b"RIFFfake", 24_000, 1.0, 1)
+
+
 def make_worker(names: dict[str, str], sqs: Any, s3: Any, speech: Any, **overrides: Any) -> Worker:
     values: dict[str, Any] = dict(
         queue_url=names["queue_url"],
@@ -55,8 +67,9 @@ def make_worker(names: dict[str, str], sqs: Any, s3: Any, speech: Any, **overrid
         worker_id="w",
     )
     metrics = overrides.pop("metrics", None) or Metrics(io.StringIO())
+    protection = overrides.pop("protection", None) or Protection("")
     values.update(overrides)
-    return Worker(Settings(**values), sqs, s3, speech, Protection(""), metrics)
+    return Worker(Settings(**values), sqs, s3, speech, protection, metrics)
 
 
 def run_until(worker: Worker, done: Any, timeout: float = 30) -> None:
@@ -143,3 +156,109 @@ def test_two_workers_same_job_one_manifest(aws_env, sqs, s3) -> None:
     # The audio may be written by both (they raced past the re-check); the manifest never.
     assert counts[MANIFEST] == 1 and 1 <= counts[AUDIO] <= 2
     assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+
+
+class HeartbeatBlockedUntilRelease:
+    """SQS client: once a stop is requested, a heartbeat extension waits (up to 3 s) until a
+    release (visibility 0) has been sent, so the tick always straddles the release."""
+
+    def __init__(self, sqs: Any) -> None:
+        self.sqs, self.worker = sqs, None
+        self.released = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sqs, name)
+
+    def change_message_visibility_batch(self, **kwargs: Any) -> Any:
+        seconds = kwargs["Entries"][0]["VisibilityTimeout"]
+        if seconds and self.worker is not None and self.worker.stop_requested.is_set():
+            self.released.wait(3)
+        result = self.sqs.change_message_visibility_batch(**kwargs)
+        if seconds == 0:
+            self.released.set()
+        return result
+
+
+@pytest.mark.timeout(60)
+def test_heartbeat_tick_cannot_rehide_a_released_message(aws_env, sqs, s3) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
+    racing_sqs = HeartbeatBlockedUntilRelease(sqs)
+    speech = BlockingSpeech({"r1"})
+    worker = make_worker(
+        names, racing_sqs, s3, speech, heartbeat_seconds=0.5, stop_timeout_seconds=2
+    )
+    racing_sqs.worker = worker
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 1), 30)
+        time.sleep(1)  # the job is running and the heartbeat ticking
+        worker.request_stop()
+        thread.join(60)
+        # Released at the drain and not re-hidden for the 30 s extension by a late tick.
+        got = sqs.receive_message(QueueUrl=names["queue_url"], WaitTimeSeconds=2)
+        assert [json.loads(m["Body"])["id"] for m in got.get("Messages", [])] == ["r1"]
+    finally:
+        speech.go.set()
+
+
+class CrashingMetrics(Metrics):
+    def completed(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("metrics broke after the delete")
+
+
+@pytest.mark.timeout(60)
+def test_crash_after_the_delete_does_not_fail_a_finished_job(aws_env, sqs, s3) -> None:
+    # maxReceiveCount 1: retrying a crash on the first receive means recording a failure.
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=1, visibility_timeout=30)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
+    worker = make_worker(names, sqs, s3, FakeSpeech(), metrics=CrashingMetrics(io.StringIO()))
+    run_until(
+        worker,
+        lambda: version_counts(s3, names["bucket"]) and not len(worker.inflight),
+    )
+    assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
+    assert queue_counts(sqs, names["queue_url"]) == (0, 0)
+    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)  # no DLQ copy of a finished job
+
+
+class AudioPutHangs:
+    """S3 client whose PUT of `outputs/w1.wav` hangs until `go` is set."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3, self.started, self.go = s3, threading.Event(), threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s3, name)
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if kwargs["Key"] == "outputs/w1.wav":
+            self.started.set()
+            self.go.wait(60)
+        return self.s3.put_object(**kwargs)
+
+
+@pytest.mark.timeout(90)
+def test_drain_does_not_wait_past_the_stop_timeout_for_a_hung_write(aws_env, sqs, s3) -> None:
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    for job_id in ("w1", "s1"):
+        sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id=job_id, text="Hi.").body())
+    hanging_s3, speech = AudioPutHangs(s3), BlockingSpeech({"s1"})
+    worker = make_worker(names, sqs, hanging_s3, speech, stop_timeout_seconds=2)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(hanging_s3.started.is_set, 30)  # w1 writing (hung), s1 synthesizing
+        worker.request_stop()
+        thread.join(20)  # the stop timeout (2 s) plus slack; the write hangs for 60 s
+        assert not thread.is_alive()
+        # s1 was released for other workers although w1's write never finished.
+        got = sqs.receive_message(QueueUrl=names["queue_url"], WaitTimeSeconds=2)
+        assert [json.loads(m["Body"])["id"] for m in got.get("Messages", [])] == ["s1"]
+    finally:
+        hanging_s3.go.set()
+        speech.go.set()
+        thread.join(60)
+    # w1 was left to finish its write: its outputs exist and its message is deleted.
+    wait_for(lambda: version_counts(s3, names["bucket"]).get("outputs/w1.json") == 1, 30)

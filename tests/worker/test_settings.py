@@ -42,6 +42,15 @@ def test_heartbeat_follows_a_custom_visibility_timeout() -> None:
     assert settings.heartbeat_seconds == 10
 
 
+@pytest.mark.parametrize("visibility", ["300", "10800", "43200"])
+def test_protection_renewal_lands_before_the_expiry(visibility: str) -> None:
+    # The renewal timer is not the heartbeat: a 12 h visibility means a 4 h heartbeat.
+    settings = load_settings({**REQUIRED, "VISIBILITY_TIMEOUT": visibility})
+    assert settings.protection_tick_seconds == min(settings.heartbeat_seconds, 900)
+    latest = settings.protection_renew_seconds + settings.protection_tick_seconds
+    assert latest < settings.protection_expires_minutes * 60
+
+
 @pytest.mark.parametrize(
     ("env", "problem"),
     [
@@ -56,6 +65,11 @@ def test_heartbeat_follows_a_custom_visibility_timeout() -> None:
         ),
         ({"PROTECTION_EXPIRES_MINUTES": "3000"}, "must be between 1 and 2880"),
         ({"DLQ_URL": "jobs-dlq"}, "DLQ_URL='jobs-dlq': must be an SQS queue URL"),
+        (  # renewed 3500 s after the last, seen up to a 100 s heartbeat later: past 3600 s
+            {"PROTECTION_RENEW_SECONDS": "3500"},
+            "PROTECTION_RENEW_SECONDS=3500 plus the renewal check interval 100s must be "
+            "shorter than PROTECTION_EXPIRES_MINUTES × 60 = 3600",
+        ),
     ],
 )
 def test_each_problem_is_named(env: dict[str, str], problem: str) -> None:
