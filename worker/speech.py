@@ -1,8 +1,9 @@
 """Client for an OpenAI-compatible `POST /v1/audio/speech` (vLLM-Omni serving Qwen3-TTS).
 
-Transient failures (connection refused, timeouts, 5xx, 429) are retried a few times and then
-raised as TransientSpeechError; anything else the server rejects (4xx: unknown voice, bad
-language) is a PermanentSpeechError and never retried. Long text is split on sentence
+Transient failures (connection refused, timeouts, 5xx, 429, and 401/403/404, which mean a
+misconfigured server, route, model or proxy rather than a bad job) are retried a few times
+and then raised as TransientSpeechError; anything else the server rejects (400/422: unknown
+voice, bad language) is a PermanentSpeechError and never retried. Long text is split on sentence
 boundaries and the pieces' audio concatenated (wav, pcm, mp3; other formats go in one piece).
 """
 
@@ -22,6 +23,9 @@ from worker.jobs import Job
 # vLLM-Omni answers pcm as 16-bit mono at 24 kHz unless it says otherwise.
 DEFAULT_PCM_RATE = 24_000
 CONCATENABLE = ("wav", "pcm", "mp3")
+# 4xx answers that are the server's (or its route's, model's, proxy's) fault, not the job's:
+# releasing the job with a backoff loses nothing while someone fixes the deployment.
+SERVER_SIDE_4XX = (401, 403, 404, 408, 429)
 _SENTENCE_END = re.compile(r"(?<=[.!?;…。！？；])\s*")
 _WORD_BREAK = re.compile(r"(?<=[,，、:：])\s*|\s+")
 
@@ -208,7 +212,7 @@ class SpeechClient:
             return response.content, response.headers
         detail = _error_message(response)
         message = f"speech server answered {response.status_code}: {detail}"
-        if response.status_code >= 500 or response.status_code in (408, 429):
+        if response.status_code >= 500 or response.status_code in SERVER_SIDE_4XX:
             raise TransientSpeechError(message)
         raise PermanentSpeechError(message)
 

@@ -149,6 +149,22 @@ def test_4xx_is_permanent_and_not_retried(scripted: Any) -> None:
     assert server.requests == 1
 
 
+def test_422_is_permanent(scripted: Any) -> None:
+    server = scripted([422, 200])
+    with pytest.raises(PermanentSpeechError, match="422: scripted"):
+        SpeechClient(server.url, retries=3, retry_delay_s=0.01).synthesize(Job(text="Hi."))
+    assert server.requests == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+def test_server_side_4xx_is_transient(scripted: Any, status: int) -> None:
+    # A wrong model name, route, key or proxy: every job would fail, none is at fault.
+    server = scripted([status])
+    with pytest.raises(TransientSpeechError, match=f"{status}: scripted"):
+        SpeechClient(server.url, retries=1, retry_delay_s=0.01).synthesize(Job(text="Hi."))
+    assert server.requests == 2
+
+
 def test_timeout_is_transient(scripted: Any) -> None:
     server = scripted([200], delay=1.0)
     client = SpeechClient(server.url, timeout_s=0.2, retries=0)
