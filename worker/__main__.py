@@ -7,6 +7,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from worker.loop import Worker
 from worker.metrics import Metrics
@@ -17,6 +20,7 @@ from worker.speech import SpeechClient
 log = logging.getLogger("worker")
 EXIT_MISCONFIGURED = 2
 EXIT_SPEECH_UNAVAILABLE = 3
+ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
 
 
 def _clients(settings: Settings) -> tuple[object, object]:
@@ -34,6 +38,44 @@ def _clients(settings: Settings) -> tuple[object, object]:
         boto3.client("sqs", region_name=region, config=config),
         boto3.client("s3", region_name=region, config=config),
     )
+
+
+def _storage_problem(sqs: Any, s3: Any, settings: Settings) -> str | None:
+    """One line naming the bucket or queue this worker cannot reach, else None.
+
+    Checked before the (long) wait for the model, so a wrong name fails in seconds."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    attributes = {"AttributeNames": ["QueueArn"]}
+    checks: list[tuple[str, str, Callable[[], object]]] = [
+        (
+            "OUTPUT_BUCKET",
+            settings.output_bucket,
+            partial(s3.head_bucket, Bucket=settings.output_bucket),
+        ),
+        (
+            "QUEUE_URL",
+            settings.queue_url,
+            partial(sqs.get_queue_attributes, QueueUrl=settings.queue_url, **attributes),
+        ),
+        (
+            "DLQ_URL",
+            settings.dlq_url,
+            partial(sqs.get_queue_attributes, QueueUrl=settings.dlq_url, **attributes),
+        ),
+    ]
+    for name, value, check in checks:
+        try:
+            check()
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            # The task role may only SendMessage to the DLQ (least privilege): denied is fine.
+            if name == "DLQ_URL" and code in ACCESS_DENIED:
+                continue
+            return f"{name}={value!r} cannot be used: {error}"
+        except BotoCoreError as error:
+            return f"{name}={value!r} cannot be reached: {error}"
+    return None
 
 
 def _speech_ready(speech: SpeechClient, settings: Settings, stop: threading.Event) -> bool:
@@ -71,6 +113,15 @@ def main() -> int:
     except SettingsError as error:
         log.error("configuration error: %s", error)
         return EXIT_MISCONFIGURED
+    try:
+        sqs, s3 = _clients(settings)
+    except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
+        log.error("configuration error: cannot create AWS clients: %s", error)
+        return EXIT_MISCONFIGURED
+    problem = _storage_problem(sqs, s3, settings)
+    if problem:
+        log.error("configuration error: %s", problem)
+        return EXIT_MISCONFIGURED
     speech = SpeechClient(
         settings.speech_url,
         settings.speech_model,
@@ -81,11 +132,6 @@ def main() -> int:
     )
     if not _speech_ready(speech, settings, stop):
         return 0 if stop.is_set() else EXIT_SPEECH_UNAVAILABLE
-    try:
-        sqs, s3 = _clients(settings)
-    except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
-        log.error("configuration error: cannot create AWS clients: %s", error)
-        return EXIT_MISCONFIGURED
     protection = Protection(
         settings.ecs_agent_uri,
         settings.protection_expires_minutes,
