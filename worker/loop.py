@@ -167,7 +167,7 @@ class Worker:
                 WaitTimeSeconds=self.s.wait_time_seconds,
                 VisibilityTimeout=self.s.visibility_timeout,
                 # AttributeNames (deprecated for MessageSystemAttributeNames) works with every
-                # boto3 that requirements.txt allows (>= 1.35.50); the newer name does not.
+                # boto3 that requirements.txt allows, and with the older ones too.
                 AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
