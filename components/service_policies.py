@@ -81,9 +81,10 @@ def task_policy(args: WorkerServiceArgs, protection_arn: pulumi.Input[str]) -> d
                 "Resource": args.queue_arn,
             },
             {
+                # GetQueueAttributes: the worker checks at start that its DLQ exists.
                 "Sid": "DeadLetterInvalidJobs",
                 "Effect": "Allow",
-                "Action": "sqs:SendMessage",
+                "Action": ["sqs:SendMessage", "sqs:GetQueueAttributes"],
                 "Resource": args.dlq_arn,
             },
             {

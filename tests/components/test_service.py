@@ -154,7 +154,7 @@ def test_task_role_is_this_queue_dlq_prefixes_and_own_task_protection(
             ],
             QUEUE_ARN,
         ),
-        "DeadLetterInvalidJobs": ("sqs:SendMessage", DLQ_ARN),
+        "DeadLetterInvalidJobs": (["sqs:SendMessage", "sqs:GetQueueAttributes"], DLQ_ARN),
         "WriteOutputs": (
             ["s3:GetObject", "s3:PutObject"],
             [f"{BUCKET_ARN}/outputs/*", f"{BUCKET_ARN}/failures/*"],
