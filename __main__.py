@@ -7,15 +7,16 @@ from pathlib import Path
 import pulumi
 import pulumi_aws as aws
 
-from components.config import ConfigError, StackConfig
 from components.platform import Platform, PlatformArgs
+from components.stack_config import load_stack_config
+from tts_fleet.spec.config import ConfigError
 
 PROJECT = "tts-fleet"
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 
 stack = pulumi.get_stack()
 try:
-    config = StackConfig.load()
+    config = load_stack_config()
 except ConfigError as error:
     # RunError prints just the message: one line per problem, no traceback.
     raise pulumi.RunError(

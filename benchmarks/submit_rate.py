@@ -1,4 +1,4 @@
-"""Submit rate: `fleet.client.submit_jobs` (SendMessageBatch, threads) against one-by-one
+"""Submit rate: `tts_fleet.client.submit.submit_jobs` (SendMessageBatch, threads) against one-by-one
 SendMessage, both to the same moto server (a separate process) in the same run.
 
     .venv/bin/python benchmarks/submit_rate.py --jobs 20000 --baseline-jobs 2000 --threads 8
@@ -29,14 +29,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from fleet.client import client_for, submit_jobs  # noqa: E402
-from worker.jobs import Job, validate_job  # noqa: E402
+from tts_fleet.client.aws import client_for
+from tts_fleet.client.submit import submit_jobs
+from worker.jobs import Job, validate_job
 
 TARGET_CALLS_PER_MESSAGE = 0.1
 TARGET_SPEEDUP = 5.0

@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.procs import (  # noqa: E402
+from tests.lib.procs import (  # noqa: E402
     make_queues_and_bucket,
     queue_counts,
     start_speech_server,

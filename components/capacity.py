@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from components.config import GpuConfig
 from components.iam import assume_role
+from tts_fleet.spec.config import GpuConfig
 
 INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
 INSTANCE_POLICY = "AmazonECSInstanceRolePolicyForManagedInstances"

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from components.config import NetworkConfig
+from tts_fleet.spec.config import NetworkConfig
 
 DEFAULT_CIDR = "10.0.0.0/16"
 # Each subnet is a /20 (4,091 usable addresses): private subnets take the first slots, public

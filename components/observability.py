@@ -16,8 +16,8 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from components.config import AlertsConfig
 from components.queue import deny_insecure_transport
+from tts_fleet.spec.config import AlertsConfig
 
 COST_TAG_KEY = "tts-fleet:stack"
 BUDGET_THRESHOLDS_PERCENT = (80, 100)

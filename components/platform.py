@@ -13,13 +13,13 @@ from pydantic import BaseModel, ConfigDict
 
 from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
 from components.capacity import GpuCapacity, GpuCapacityArgs
-from components.config import StackConfig
 from components.image import WorkerImage, WorkerImageArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
 from components.storage import OutputBucket, OutputBucketArgs
+from tts_fleet.spec.config import StackConfig
 
 
 class PlatformArgs(BaseModel):

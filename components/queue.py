@@ -16,7 +16,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from components.config import QueueConfig
+from tts_fleet.spec.config import QueueConfig
 
 SECONDS_PER_DAY = 86_400
 

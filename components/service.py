@@ -13,7 +13,6 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.config import QueueConfig, WorkerConfig
 from components.iam import same_account_condition, trust_policy
 from components.service_policies import (
     CONTAINER_NAME,
@@ -21,6 +20,7 @@ from components.service_policies import (
     task_policy,
     task_protection_arn,
 )
+from tts_fleet.spec.config import QueueConfig, WorkerConfig
 
 SPEECH_PORT = 8091
 LOG_RETENTION_DAYS = 30

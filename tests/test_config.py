@@ -10,9 +10,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.config import ConfigError, StackConfig, load_stack_file
-from tests.components.stack_support import ROOT
-from tests.pulumi_harness import run_program
+from tests.lib.pulumi_harness import run_program
+from tests.lib.stack_support import ROOT
+from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file
 
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers"
 SCALING_KEYS = "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from components.config import load_stack_file
-from fleet.cli import cli
-from fleet.policy import bands
+from tts_fleet.cli.main import cli
+from tts_fleet.spec.config import load_stack_file
+from tts_fleet.spec.policy import bands
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = re.compile(r"^\s+(\d+)\s+\[(\d+), (\d+|inf)\)\s+(\d+)-?(\d*)\+?\s+(\d+)\s")

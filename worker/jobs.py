@@ -1,6 +1,6 @@
 """The job message (DESIGN §3.2) and the S3 output layout (§3.3).
 
-Shared by the worker and by `fleet/client.py`, so it imports nothing heavier than pydantic.
+Shared by the worker and by `tts_fleet/client/`, so it imports nothing heavier than pydantic.
 """
 
 from __future__ import annotations

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import pytest
-from click.testing import CliRunner, Result
 
-from fleet.cli import cli
-
-MAX_RECEIVE_COUNT = 3
-
-
-@dataclass(frozen=True)
-class Stack:
-    queue_url: str
-    dlq_url: str
-    bucket: str
-    env: dict[str, str]
+from tests.lib.client_stack import MAX_RECEIVE_COUNT, Stack
 
 
 @pytest.fixture
@@ -45,49 +33,10 @@ def stack(aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Stack:
     return Stack(queue_url, dlq_url, "tts-outputs", {**aws_env, **names})
 
 
-def run(*args: str, input: str | None = None) -> Result:
-    """The real command through click's runner (in process, so botocore hooks can count)."""
-    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
-
-
-def run_json(*args: str, input: str | None = None) -> tuple[int, dict[str, Any]]:
-    result = run(*args, "--json", input=input)
-    return result.exit_code, json.loads(result.stdout)
-
-
-def depth(queue_url: str) -> int:
-    attributes = boto3.client("sqs").get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]) + int(
-        attributes["ApproximateNumberOfMessagesNotVisible"]
-    )
-
-
-def drain_bodies(queue_url: str) -> list[dict[str, Any]]:
-    """Receives (and deletes) every message; their parsed bodies."""
-    sqs = boto3.client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while True:
-        messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
-        ).get("Messages", [])
-        if not messages:
-            return bodies
-        bodies += [json.loads(m["Body"]) for m in messages]
-        sqs.delete_message_batch(
-            QueueUrl=queue_url,
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-            ],
-        )
-
-
 @pytest.fixture
 def count_calls(stack: Stack) -> Iterator[dict[str, int]]:
     """Counts API calls made by the CLI's own shared SQS client, by operation name."""
-    from fleet.client import client_for
+    from tts_fleet.client.aws import client_for
 
     counts: dict[str, int] = {}
 
@@ -100,13 +49,3 @@ def count_calls(stack: Stack) -> Iterator[dict[str, int]]:
         yield counts
     finally:
         events.unregister("before-call.sqs", unique_id="count-calls")
-
-
-def queued_bodies(queue_url: str) -> list[dict[str, Any]]:
-    """Every message body a queue holds (visible, in flight or delayed), read from the
-    in-process emulator's state: exact, and without receiving 1,000 messages over HTTP."""
-    from moto.sqs.models import sqs_backends
-
-    account, name = queue_url.rstrip("/").split("/")[-2:]
-    queue = sqs_backends[account]["us-east-1"].queues[name]
-    return [json.loads(message.body) for message in queue._messages]

@@ -1,4 +1,4 @@
-"""End to end with real processes: `python -m worker` and the speech server (tests/procs.py)
+"""End to end with real processes: `python -m worker` and the speech server (tests/lib/procs.py)
 against the emulator, driven by the real commands."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.client.conftest import depth, queued_bodies, run, run_json
-from tests.procs import (
+from tests.lib.client_stack import depth, queued_bodies, run, run_json
+from tests.lib.procs import (
     ROOT,
     Processes,
     env_for,
@@ -135,7 +135,7 @@ def test_a_redrive_killed_midway_loses_nothing(
         sqs.send_message_batch(QueueUrl=names["dlq_url"], Entries=entries)
     env = {**aws_env, "TTS_FLEET_QUEUE_URL": names["queue_url"], "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fleet", "dlq", "redrive", "--json"],
+        [sys.executable, "-m", "tts_fleet", "dlq", "redrive", "--json"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

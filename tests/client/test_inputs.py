@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.inputs import id_for_stem, load_ids, load_jobs
+from tts_fleet.client.inputs import id_for_stem, load_ids, load_jobs
 from worker.jobs import ID_PATTERN, Job, derive_id
 
 BAD_LINES = {4: "{not json", 9: '{"text": ""}', 15: '{"text": "hi", "colour": "red"}'}

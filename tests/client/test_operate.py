@@ -12,8 +12,8 @@ from typing import Any
 import boto3
 import pytest
 
-from fleet.client import redrive
-from tests.client.conftest import Stack, depth, queued_bodies, run, run_json
+from tests.lib.client_stack import Stack, depth, queued_bodies, run, run_json
+from tts_fleet.client.dlq import redrive
 from worker.jobs import audio_key, failure_key, manifest_key
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",

@@ -8,12 +8,12 @@ import stat
 from pathlib import Path
 
 import boto3
-import click
 import pytest
 
-from fleet.client import client_for, find_dlq_url
-from fleet.stack import resolve_target
-from tests.client.conftest import Stack, run
+from tests.lib.client_stack import Stack, run
+from tts_fleet.client.aws import client_for
+from tts_fleet.client.stack import StackError, resolve_target
+from tts_fleet.client.status import find_dlq_url
 
 OUTPUTS = {"queueUrl": "https://q/from-stack", "dlqUrl": "https://q/dlq", "bucketName": "b-stack",
            "clusterName": "c", "serviceName": "s"}  # fmt: skip
@@ -61,9 +61,9 @@ def test_a_missing_pulumi_cli_names_what_to_pass(
     no_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(click.ClickException) as raised:
+    with pytest.raises(StackError) as raised:
         resolve_target("dev", None, None, None)
-    message = raised.value.format_message()
+    message = str(raised.value)
     assert "pulumi CLI" in message and "--queue-url" in message and "\n" not in message
 
 
@@ -79,7 +79,7 @@ def test_a_missing_stack_or_output_is_one_clear_line(
     )
     fake_pulumi_again = tmp_path / "bin" / "pulumi"
     fake_pulumi_again.write_text('#!/bin/sh\necho \'{"queueUrl": "https://q"}\'\n')
-    with pytest.raises(click.ClickException, match="no output bucketName; deploy it first"):
+    with pytest.raises(StackError, match="no output bucketName; deploy it first"):
         resolve_target("dev", None, None, None)
 
 
@@ -100,7 +100,7 @@ def test_aws_region_alone_is_enough(
 ) -> None:
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    from fleet.client import aws_client
+    from tts_fleet.client.aws import aws_client
 
     aws_client.cache_clear()
     try:

@@ -11,8 +11,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from fleet.client import SEND_BATCH_MAX_BYTES, batches, preflight_queue, submit_jobs
-from tests.client.conftest import Stack, depth, drain_bodies, queued_bodies, run, run_json
+from tests.lib.client_stack import Stack, depth, drain_bodies, queued_bodies, run, run_json
+from tts_fleet.client.submit import SEND_BATCH_MAX_BYTES, batches, preflight_queue, submit_jobs
 from worker.jobs import validate_job
 
 SUBMIT_KEYS = {"queue_url", "total", "sent", "failed", "invalid", "duplicates", "calls", "ids",

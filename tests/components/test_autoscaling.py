@@ -15,9 +15,10 @@ import pytest
 import yaml
 
 from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
-from components.config import ConfigError, StackConfig
-from fleet.policy import bands
-from tests.pulumi_harness import RecordingMocks, run_program, stack_config
+from components.stack_config import load_stack_config
+from tests.lib.pulumi_harness import RecordingMocks, run_program, stack_config
+from tts_fleet.spec.config import ConfigError, StackConfig
+from tts_fleet.spec.policy import bands
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "aws:appautoscaling/target:Target"
@@ -34,7 +35,7 @@ def stack_file_config(stack: str) -> dict[str, Any]:
 
 
 def program() -> None:
-    cfg = StackConfig.load()
+    cfg = load_stack_config()
     QueueAutoscaling(
         "fleet",
         QueueAutoscalingArgs(

@@ -11,9 +11,9 @@ import json
 import pulumi
 
 from components.capacity import ON_DEMAND, SPOT, GpuCapacity, GpuCapacityArgs
-from components.config import GpuConfig, Range
-from tests.components.stack_support import policy
-from tests.pulumi_harness import RecordingMocks, run_program
+from tests.lib.pulumi_harness import RecordingMocks, run_program
+from tests.lib.stack_support import policy
+from tts_fleet.spec.config import GpuConfig, Range
 
 PROVIDER = "aws:ecs/capacityProvider:CapacityProvider"
 ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"

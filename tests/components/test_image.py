@@ -21,8 +21,8 @@ from components import image_build
 from components.image import BUILDSPEC, WorkerImage, WorkerImageArgs
 from components.image_build import BuildFailed, WorkerImageBuildProvider, wait_for_build
 from components.image_source import ecr_repository_arn, image_tag, source_files
-from tests.components.stack_support import PREBUILT, WORKER_DIR
-from tests.pulumi_harness import RecordingMocks, run_program
+from tests.lib.pulumi_harness import RecordingMocks, run_program
+from tests.lib.stack_support import PREBUILT, WORKER_DIR
 
 ACCOUNT = "123456789012"
 

@@ -11,9 +11,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.config import NetworkConfig
 from components.network import Network, NetworkArgs, subnet_cidrs
-from tests.pulumi_harness import RecordingMocks, run_program
+from tests.lib.pulumi_harness import RecordingMocks, run_program
+from tts_fleet.spec.config import NetworkConfig
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"

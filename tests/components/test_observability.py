@@ -13,7 +13,6 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.config import StackConfig
 from components.observability import (
     Observability,
     ObservabilityArgs,
@@ -22,7 +21,8 @@ from components.observability import (
     dashboard_name,
     dashboard_url,
 )
-from tests.pulumi_harness import ACCOUNT, REGION, RecordingMocks, run_program, stack_config
+from components.stack_config import load_stack_config
+from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks, run_program, stack_config
 
 COMPONENT = "tts-fleet:observability:Observability"
 KEY = "aws:kms/key:Key"
@@ -39,7 +39,7 @@ def run(config: dict[str, Any], stack: str = "dev") -> tuple[RecordingMocks, dic
     outputs: dict[str, str] = {}
 
     def program() -> None:
-        cfg = StackConfig.load()
+        cfg = load_stack_config()
         component = Observability(
             "obs",
             ObservabilityArgs(

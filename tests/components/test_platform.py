@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from components.image_source import image_tag
-from tests.components.stack_support import (
+from tests.lib.stack_support import (
     PREBUILT,
     WORKER_DIR,
     run_main,

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
-from components.config import QueueConfig
 from components.queue import JobQueue, JobQueueArgs
-from tests.components.stack_support import policy
-from tests.pulumi_harness import RecordingMocks, run_program
+from tests.lib.pulumi_harness import RecordingMocks, run_program
+from tests.lib.stack_support import policy
+from tts_fleet.spec.config import QueueConfig
 
 QUEUE = "aws:sqs/queue:Queue"
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.components.stack_support import (
+from tests.lib.pulumi_harness import RecordingMocks
+from tests.lib.stack_support import (
     PREBUILT,
     as_list,
     policy,
@@ -20,7 +21,6 @@ from tests.components.stack_support import (
     run_platform,
     stack_file_config,
 )
-from tests.pulumi_harness import RecordingMocks
 
 DENY_TLS_CONDITION = {"Bool": {"aws:SecureTransport": "false"}}
 WORKER_POLICIES = ("-worker-task-policy", "-worker-execution-policy")  # name suffixes

@@ -14,11 +14,11 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.config import QueueConfig, WorkerConfig
 from components.service import WorkerService, WorkerServiceArgs
 from components.service_policies import task_protection_arn
-from tests.components.stack_support import policy
-from tests.pulumi_harness import RecordingMocks, run_program
+from tests.lib.pulumi_harness import RecordingMocks, run_program
+from tests.lib.stack_support import policy
+from tts_fleet.spec.config import QueueConfig, WorkerConfig
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/fleet"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"

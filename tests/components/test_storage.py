@@ -6,8 +6,8 @@ Mocks cannot prove that S3 accepts the configuration; they pin what the program 
 from __future__ import annotations
 
 from components.storage import OutputBucket, OutputBucketArgs
-from tests.components.stack_support import policy
-from tests.pulumi_harness import RecordingMocks, run_program
+from tests.lib.pulumi_harness import RecordingMocks, run_program
+from tests.lib.stack_support import policy
 
 BPA = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.components.stack_support import WORKER_DIR
+from tests.lib.stack_support import WORKER_DIR
 
 ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 from pulumi.automation import ConfigValue, OutputValue
 from pulumi.automation.errors import CommandError
 
-from fleet.commands.deploy import DeployHooks, register
-from fleet.deploy import MISSING_CLI, DeployError
-from tests.deploy.fakes import RecordingFactory
+from tests.lib.deploy_fakes import RecordingFactory
+from tts_fleet.cli.deploy import DeployHooks, register
+from tts_fleet.deploy.driver import MISSING_CLI, DeployError
 
 
 @click.group()

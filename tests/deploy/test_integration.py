@@ -2,7 +2,7 @@
 
 Needs the `pulumi` CLI on PATH; this project's CI machines cannot install it, so there the
 test is skipped with that reason (the only skip the deploy issue allows). The program makes
-no cloud resources: it reads the stack config through components/config.py and exports it,
+no cloud resources: it reads the stack config through tts_fleet/spec/config.py and exports it,
 which proves the `--set` path semantics and value typing end to end.
 """
 
@@ -20,12 +20,13 @@ import yaml
 
 pytestmark = pytest.mark.skipif(shutil.which("pulumi") is None, reason="pulumi CLI not on PATH")
 
-ENTRY = "from fleet.cli import main; main()"
+ENTRY = "from tts_fleet.cli.main import main; main()"
 PROGRAM = """import pulumi
 
-from components.config import StackConfig
+from tts_fleet.spec.config import StackConfig
+from components.stack_config import load_stack_config
 
-config = StackConfig.load()
+config = load_stack_config()
 pulumi.export("maxWorkers", config.scaling.max_workers)
 pulumi.export("idleMinutes", config.scaling.idle_minutes)
 """

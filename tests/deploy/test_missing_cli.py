@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.deploy import MISSING_CLI
+from tts_fleet.deploy.driver import MISSING_CLI
 
-ENTRY = "from fleet.cli import main; main()"  # what the `tts-fleet` console script runs
+ENTRY = "from tts_fleet.cli.main import main; main()"  # what the `tts-fleet` console script runs
 
 
 @pytest.mark.timeout(120)

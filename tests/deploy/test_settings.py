@@ -1,4 +1,4 @@
-"""`--set` parsing and merging (fleet/deploy_settings.py), exact values."""
+"""`--set` parsing and merging (tts_fleet/deploy/settings.py), exact values."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.config import ConfigError
-from fleet.deploy_settings import (
+from tts_fleet.deploy.settings import (
     Setting,
     SettingError,
     apply_setting,
@@ -17,6 +16,7 @@ from fleet.deploy_settings import (
     stack_file_config,
     validate,
 )
+from tts_fleet.spec.config import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from fleet.local_agent import MAX_EXPIRES_MINUTES, EcsAgent, parse_request
+from tts_fleet.local.agent import MAX_EXPIRES_MINUTES, EcsAgent, parse_request
 from worker.protection import Protection
 
 

@@ -24,7 +24,7 @@ SCRIPT = Path(sys.executable).with_name("tts-fleet")
 CLI = (
     [str(SCRIPT)]
     if SCRIPT.exists()
-    else [sys.executable, "-c", "from fleet.cli import main; main()"]
+    else [sys.executable, "-c", "from tts_fleet.cli.main import main; main()"]
 )
 # Generous: two loaded cores, several engineers' suites at once.
 RUN_TIMEOUT = 180

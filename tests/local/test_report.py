@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ConfigError
-from fleet.commands.local import exit_code
-from fleet.local import LocalOptions, jobs_for, resolve_config
-from fleet.local_demo import VOICES, demo_jobs
-from fleet.local_finish import unfinished_bodies, write_unfinished
-from fleet.local_report import (
+from tts_fleet.cli.local import exit_code
+from tts_fleet.local.demo import VOICES, demo_jobs
+from tts_fleet.local.finish import unfinished_bodies, write_unfinished
+from tts_fleet.local.report import (
     Summary,
     audio_seconds,
     latency,
@@ -21,8 +19,10 @@ from fleet.local_report import (
     read_manifests,
     write_timeline,
 )
-from fleet.local_scaler import Tick
-from fleet.local_view import sparkline, status_line
+from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
+from tts_fleet.local.scaler import Tick
+from tts_fleet.local.view import sparkline, status_line
+from tts_fleet.spec.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fleet.local_agent import EcsAgent
-from fleet.local_aws import QueueCounts
-from fleet.local_events import EventLog
-from fleet.local_pool import WorkerPool
-from fleet.local_scaler import Scaler, Tick
-from fleet.policy import Scaling
+from tts_fleet.local.agent import EcsAgent
+from tts_fleet.local.emulator import QueueCounts
+from tts_fleet.local.events import EventLog
+from tts_fleet.local.pool import WorkerPool
+from tts_fleet.local.scaler import Scaler, Tick
+from tts_fleet.spec.policy import Scaling
 
 # A stand-in worker: waits to be stopped, exits 0 on SIGTERM like the real one.
 SLEEPER = [

@@ -8,19 +8,19 @@ from itertools import pairwise
 
 from click.testing import CliRunner
 
-from fleet.advise import HOST_IDLE_SECONDS, IDLE_MINUTES, Point, advise, pareto, recommend
-from fleet.cli import cli
-from fleet.cost import rates_for
-from fleet.policy import Scaling
-from fleet.sim_model import PROFILES, fleet_policy
-from fleet.traces import parse_trace
+from tts_fleet.cli.main import cli
+from tts_fleet.cost.report import rates_for
+from tts_fleet.sim.advise import HOST_IDLE_SECONDS, IDLE_MINUTES, Point, advise, pareto, recommend
+from tts_fleet.sim.model import PROFILES, fleet_policy
+from tts_fleet.sim.traces import parse_trace
+from tts_fleet.spec.policy import Scaling
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @cache
 def sparse_report() -> dict:
-    from components.config import StackConfig
+    from tts_fleet.spec.config import StackConfig
 
     base = fleet_policy(Scaling(), host_idle_seconds=300, concurrency=4)
     return advise(

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from components.config import StackConfig, load_stack_file
-from fleet.cli import cli
-from fleet.cost import CostError, cost_report, load_prices, pick_instance, rates_for
+from tts_fleet.cli.main import cli
+from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
+from tts_fleet.spec.config import StackConfig, load_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

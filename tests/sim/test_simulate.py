@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from fleet.policy import Band, Scaling, bands
-from fleet.sim_model import (
+from tts_fleet.sim.engine import Simulation, simulate
+from tts_fleet.sim.model import (
     PROFILES,
     SEED_PROFILE,
     Batching,
@@ -16,9 +16,9 @@ from fleet.sim_model import (
     fleet_policy,
     seed_policy,
 )
-from fleet.sim_report import CostRates, percentile
-from fleet.simulate import Simulation, simulate
-from fleet.traces import Trace, parse_trace
+from tts_fleet.sim.report import CostRates, percentile
+from tts_fleet.sim.traces import Trace, parse_trace
+from tts_fleet.spec.policy import Band, Scaling, bands
 
 RATES = CostRates(gpu_hourly_usd=1.0, floor_monthly_usd=73.0)
 ALARM_S = 120.0  # minute 0's datapoint is published at 60 s + 60 s lag, evaluated then

@@ -8,7 +8,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from fleet.traces import (
+from tts_fleet.sim.traces import (
     SENT_METRIC,
     SQS_NAMESPACE,
     TraceError,

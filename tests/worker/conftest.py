@@ -8,7 +8,7 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.procs import Processes
+from tests.lib.procs import Processes
 
 
 @pytest.fixture

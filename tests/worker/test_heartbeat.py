@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.procs import (
+from tests.lib.procs import (
     Processes,
     env_for,
     make_queues_and_bucket,

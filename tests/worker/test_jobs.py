@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.procs import ROOT
+from tests.lib.procs import ROOT
 from worker.jobs import (
     InvalidJob,
     Job,

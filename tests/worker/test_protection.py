@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.procs import (
+from tests.lib.fake_worker import BlockingSpeech, make_worker
+from tests.lib.procs import (
     Processes,
     env_for,
     make_queues_and_bucket,
@@ -21,7 +22,6 @@ from tests.procs import (
     start_worker,
     wait_for,
 )
-from tests.worker.test_races import BlockingSpeech, make_worker
 from worker.jobs import Job
 from worker.protection import Protection
 

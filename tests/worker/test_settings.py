@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.procs import ROOT, env_for, make_queues_and_bucket, worker_env
+from tests.lib.procs import ROOT, env_for, make_queues_and_bucket, worker_env
 from worker.loop import backoff_seconds
 from worker.settings import Settings, SettingsError, load_settings
 
@@ -145,7 +145,7 @@ def test_worker_without_speech_server_fails_fast(aws_env: dict[str, Any], sqs, s
 
 
 def test_sigterm_while_waiting_for_speech_exits_0(aws_env: dict[str, Any], sqs, s3) -> None:
-    from tests.procs import start_worker, stop_process, wait_for_log
+    from tests.lib.procs import start_worker, stop_process, wait_for_log
 
     worker = start_worker(
         aws_env, SPEECH_URL="http://127.0.0.1:9", HEALTH_TIMEOUT_SECONDS=120, **reachable(sqs, s3)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.procs import SpeechServer, start_speech_server
+from tests.lib.procs import SpeechServer, start_speech_server
 from worker.jobs import Job
 from worker.speech import (
     PermanentSpeechError,
@@ -108,7 +108,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
 
 
 def _tiny_wav() -> bytes:
-    from worker.speech_server import wav_bytes
+    from tts_fleet.local.speech_server import wav_bytes
 
     return wav_bytes(b"\0\0" * 2400, 24_000)
 

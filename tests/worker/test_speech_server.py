@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.procs import SpeechServer, start_speech_server
-from worker.speech_backends import SPEAKERS
-from worker.speech_server import Latency
+from tests.lib.procs import SpeechServer, start_speech_server
+from tts_fleet.local.speech_backends import SPEAKERS
+from tts_fleet.local.speech_server import Latency
 
 SPEECH = "/v1/audio/speech"
 
@@ -109,7 +109,7 @@ def test_speaker_alias_and_case_insensitive_voice(server: SpeechServer) -> None:
 
 def test_latency_grows_sub_linearly_with_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("worker.speech_server.time.sleep", slept.append)
+    monkeypatch.setattr("tts_fleet.local.speech_server.time.sleep", slept.append)
     latency = Latency(base_ms=200, exponent=0.5)
     for _ in range(4):
         latency.__enter__()  # four requests in flight at once
@@ -123,10 +123,10 @@ def test_tone_help_says_it_is_for_load_tests() -> None:
     import subprocess
     import sys
 
-    from tests.procs import ROOT
+    from tests.lib.procs import ROOT
 
     out = subprocess.run(
-        [sys.executable, "-m", "worker.speech_server", "--help"],
+        [sys.executable, "-m", "tts_fleet.local.speech_server", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

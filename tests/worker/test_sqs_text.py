@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from tests.procs import make_queues_and_bucket, receive_all
-from tests.worker.test_races import FakeSpeech, make_worker
+from tests.lib.fake_worker import FakeSpeech, make_worker
+from tests.lib.procs import make_queues_and_bucket, receive_all
 from worker.loop import sqs_text
 
 

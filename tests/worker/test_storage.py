@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.procs import (
+from tests.lib.procs import (
     Processes,
     env_for,
     list_keys,

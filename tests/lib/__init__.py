@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: process control, the Pulumi mock harness, emulator stacks."""

@@ -1,0 +1,305 @@
+"""Shared process helpers for integration tests: speech server, workers, queues, waits.
+
+    with start_speech_server("tone", latency_ms=200) as speech:
+        names = make_queues_and_bucket(sqs, s3, max_receive_count=3, visibility_timeout=5)
+        with Processes() as procs:
+            worker = procs.add(start_worker(aws_env, SPEECH_URL=speech.url, **env_for(names)))
+            wait_for(lambda: len(list_keys(s3, names["bucket"], "outputs/")) == 2, 60)
+
+Every process writes its stdout/stderr to files (never pipes, so nothing blocks); `.log()`
+reads them. Always stop what you start: use the context managers or `Processes`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+# Worker settings that make faults resolve in seconds instead of minutes.
+WORKER_TEST_DEFAULTS = {
+    "WAIT_TIME_SECONDS": "1",
+    "VISIBILITY_TIMEOUT": "5",
+    "HEARTBEAT_SECONDS": "1",
+    "STOP_TIMEOUT_SECONDS": "10",
+    "HEALTH_TIMEOUT_SECONDS": "30",
+    "RETRY_BASE_SECONDS": "1",
+    "RETRY_MAX_SECONDS": "4",
+    "SPEECH_RETRIES": "1",
+    "CONCURRENCY": "4",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def _logfile(prefix: str) -> Path:
+    handle, name = tempfile.mkstemp(prefix=f"tts-{prefix}-", suffix=".log")
+    os.close(handle)
+    return Path(name)
+
+
+def wait_for(
+    predicate: Callable[[], T], timeout: float = 60.0, interval: float = 0.2, what: str = ""
+) -> T:
+    """Polls until predicate() is truthy and returns its value; AssertionError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int | None:
+    """SIGTERM, then SIGKILL after timeout; returns the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
+@dataclass
+class SpeechServer:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    port: int
+
+    def stop(self) -> None:
+        stop_process(self.proc, 5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def __enter__(self) -> SpeechServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_speech_server(
+    backend: str = "espeak",
+    port: int = 0,
+    host: str = "127.0.0.1",
+    latency_ms: float | None = None,
+    batch_exponent: float | None = None,
+    timeout: float = 30.0,
+    extra_args: tuple[str, ...] = (),
+) -> SpeechServer:
+    """Starts `python -m tts_fleet.local.speech_server` and waits for its `listening on` line."""
+    args = [
+        sys.executable,
+        "-m",
+        "tts_fleet.local.speech_server",
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+    args += ["--backend", backend, *extra_args]
+    if latency_ms is not None:
+        args += ["--latency-ms", str(latency_ms)]
+    if batch_exponent is not None:
+        args += ["--batch-exponent", str(batch_exponent)]
+    log_path = _logfile(f"speech-{backend}")
+    with open(log_path, "wb") as err:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
+    assert proc.stdout is not None
+    try:
+        line = _readline_with_timeout(proc, timeout)
+    except BaseException:
+        stop_process(proc, 2)
+        raise
+    match = re.fullmatch(r"listening on (http://(.+):(\d+))", line.strip())
+    if not match:
+        stop_process(proc, 2)
+        raise RuntimeError(f"speech server did not start: {line!r}\n{log_path.read_text()}")
+    return SpeechServer(match.group(1), proc, log_path, int(match.group(3)))
+
+
+def _readline_with_timeout(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    import selectors
+
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            raise RuntimeError(f"speech server printed nothing within {timeout:g}s")
+    return proc.stdout.readline().decode(errors="replace")
+
+
+class WorkerProcess(subprocess.Popen[bytes]):
+    """A `python -m worker` subprocess; stdout (EMF metrics) and stderr (logs) go to files."""
+
+    stdout_path: Path
+    stderr_path: Path
+    worker_id: str
+
+    def log(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+
+def worker_env(env: dict[str, str], **overrides: Any) -> dict[str, str]:
+    merged = {**WORKER_TEST_DEFAULTS, **env}
+    merged.update({key: str(value) for key, value in overrides.items()})
+    merged.setdefault("WORKER_ID", f"test-worker-{time.monotonic_ns() % 10**9}")
+    return merged
+
+
+def start_worker(env: dict[str, str], **overrides: Any) -> WorkerProcess:
+    """Starts `python -m worker` with test defaults (WAIT_TIME_SECONDS=1, visibility 5 s, …).
+
+    `env` is usually the `aws_env` fixture; overrides are env variables (QUEUE_URL=…)."""
+    full = worker_env(env, **overrides)
+    out, err = _logfile("worker-out"), _logfile("worker-err")
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = WorkerProcess(
+            [sys.executable, "-m", "worker"], cwd=ROOT, env=full, stdout=stdout, stderr=stderr
+        )
+    proc.stdout_path, proc.stderr_path, proc.worker_id = out, err, full["WORKER_ID"]
+    return proc
+
+
+def env_for(names: dict[str, str]) -> dict[str, str]:
+    """Worker env variables for the dict that make_queues_and_bucket returns."""
+    return {
+        "QUEUE_URL": names["queue_url"],
+        "DLQ_URL": names["dlq_url"],
+        "OUTPUT_BUCKET": names["bucket"],
+    }
+
+
+@dataclass
+class Processes:
+    """Kills everything added to it on exit (SIGTERM, then SIGKILL)."""
+
+    procs: list[subprocess.Popen[Any]] = field(default_factory=list)
+
+    def add(self, proc: subprocess.Popen[Any]) -> Any:
+        self.procs.append(proc)
+        return proc
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for proc in self.procs:
+            proc.wait(10)
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---- AWS (emulator) helpers -----------------------------------------------------------
+
+
+def make_queues_and_bucket(
+    sqs: Any,
+    s3: Any,
+    max_receive_count: int = 3,
+    visibility_timeout: int = 5,
+    name: str = "jobs",
+    versioning: bool = True,
+) -> dict[str, str]:
+    """A jobs queue with a DLQ redrive and a bucket (versioned, so PUTs can be counted)."""
+    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = f'{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{max_receive_count}"}}'
+    queue_url = sqs.create_queue(
+        QueueName=name,
+        Attributes={"VisibilityTimeout": str(visibility_timeout), "RedrivePolicy": redrive},
+    )["QueueUrl"]
+    bucket = f"{name}-outputs"
+    s3.create_bucket(Bucket=bucket)
+    if versioning:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    return {"queue_url": queue_url, "dlq_url": dlq_url, "bucket": bucket}
+
+
+def queue_counts(sqs: Any, queue_url: str) -> tuple[int, int]:
+    """(visible, in flight) — what the scaler calls outstanding when summed."""
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]), int(
+        attrs["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+def list_keys(s3: Any, bucket: str, prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.extend(item["Key"] for item in page.get("Contents", []))
+    return sorted(keys)
+
+
+def version_counts(s3: Any, bucket: str, prefix: str = "") -> dict[str, int]:
+    """PUTs per key in a versioned bucket (each PUT is one version)."""
+    counts: dict[str, int] = {}
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for version in page.get("Versions", []):
+            counts[version["Key"]] = counts.get(version["Key"], 0) + 1
+    return counts
+
+
+def wait_for_keys(s3: Any, bucket: str, keys: set[str], timeout: float = 60.0) -> None:
+    def present() -> bool:
+        return keys <= set(list_keys(s3, bucket))
+
+    wait_for(present, timeout, 0.3, f"{len(keys)} keys in s3://{bucket}")
+
+
+def receive_all(sqs: Any, queue_url: str, expected: int, timeout: float = 30.0) -> list[dict]:
+    """Receives (without deleting) until `expected` distinct messages were seen."""
+    seen: dict[str, dict] = {}
+
+    def enough() -> bool:
+        for message in sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            VisibilityTimeout=60,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", []):
+            seen[message["MessageId"]] = message
+        return len(seen) >= expected
+
+    wait_for(enough, timeout, 0.1, f"{expected} messages in {queue_url}")
+    return list(seen.values())
+
+
+def wait_for_log(proc: WorkerProcess, pattern: str, count: int = 1, timeout: float = 60.0) -> str:
+    """Waits until the worker's log matches `pattern` at least `count` times."""
+
+    def matched() -> str:
+        text = proc.log()
+        return text if len(re.findall(pattern, text)) >= count else ""
+
+    return wait_for(matched, timeout, 0.2, f"{count}× /{pattern}/ in the worker log")

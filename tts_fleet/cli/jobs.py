@@ -1,0 +1,514 @@
+"""Producer and operator commands: submit, status, wait, results, dlq list|redrive.
+
+The work is in tts_fleet/client/; this module parses options, draws progress on a terminal and
+prints either text or, with --json, one JSON document on stdout (keys: README, "--json output").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from botocore.exceptions import BotoCoreError, ClientError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from tts_fleet.client.aws import Target, client_for
+from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
+from tts_fleet.client.inputs import LoadedJobs, load_ids, load_jobs
+from tts_fleet.client.results import ResultsReport, download_results, outcomes, result_objects
+from tts_fleet.client.stack import StackError, resolve_target
+from tts_fleet.client.status import find_dlq_url, oldest_age_s, queue_counts, service_counts
+from tts_fleet.client.submit import preflight_queue, submit_jobs
+from worker.jobs import DEFAULT_MAX_TEXT_CHARS
+
+EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 2
+PENDING_SHOWN = 20
+
+
+def register(group: click.Group) -> None:
+    for command in (submit, status, wait, results, dlq):
+        group.add_command(command)
+
+
+# ---------------------------------------------------------------------------- shared
+
+
+def target_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--stack / --queue-url / --dlq-url / --bucket / --output-prefix, resolved to a Target."""
+
+    @click.option("--stack", help="Read queueUrl, dlqUrl, bucketName from this Pulumi stack.")
+    @click.option("--queue-url", help="Jobs queue URL [env TTS_FLEET_QUEUE_URL].")
+    @click.option("--dlq-url", help="Dead-letter queue URL [env TTS_FLEET_DLQ_URL].")
+    @click.option("--bucket", help="Output bucket [env TTS_FLEET_BUCKET].")
+    @click.option("--output-prefix", help="Key prefix of outputs [env TTS_FLEET_OUTPUT_PREFIX].")
+    @functools.wraps(func)
+    def wrapper(
+        stack: str | None,
+        queue_url: str | None,
+        dlq_url: str | None,
+        bucket: str | None,
+        output_prefix: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        try:
+            target = resolve_target(stack, queue_url, dlq_url, bucket, prefix=output_prefix)
+        except StackError as error:
+            raise click.ClickException(str(error)) from None
+        try:
+            return func(target=target, **kwargs)
+        except (ClientError, BotoCoreError) as error:
+            raise click.ClickException(f"AWS: {error}") from None
+
+    return wrapper
+
+
+def need(target: Target, what: str) -> str:
+    value = getattr(target, what)
+    if not value:
+        flag, env = {
+            "queue_url": ("--queue-url", "TTS_FLEET_QUEUE_URL"),
+            "bucket": ("--bucket", "TTS_FLEET_BUCKET"),
+        }[what]
+        raise click.UsageError(f"no {what.replace('_', ' ')}: pass {flag}, set {env}, or --stack S")
+    return value
+
+
+def dlq_url_of(target: Target) -> str:
+    found = target.dlq_url or find_dlq_url(client_for("sqs"), need(target, "queue_url"))
+    if not found:
+        raise click.UsageError(
+            "no DLQ: pass --dlq-url or set TTS_FLEET_DLQ_URL (the queue has no RedrivePolicy)"
+        )
+    return found
+
+
+def not_a_terminal(source: str | None) -> None:
+    """Reading jobs from an interactive terminal would just hang: say what to give instead."""
+    if source in (None, "-") and sys.stdin.isatty():
+        raise click.UsageError("give a JSONL file or a directory of .txt files, or pipe jobs in")
+
+
+def emit_json(data: dict[str, Any]) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True))
+
+
+@contextmanager
+def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A rich bar on a terminal; a no-op elsewhere (pipes, CI, --json)."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda _: None
+        return
+    columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*[f"[bold]{label}", *columns], console=console, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done: bar.advance(task, done)
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")(func)
+
+
+# ---------------------------------------------------------------------------- submit
+
+
+@click.command()
+@click.argument("source", default="-")
+@click.option("--skip-invalid", is_flag=True, help="Send the valid jobs even if some are not.")
+@click.option(
+    "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Sender threads."
+)
+@click.option(
+    "--max-text-chars",
+    default=DEFAULT_MAX_TEXT_CHARS,
+    show_default=True,
+    type=int,
+    help="Longest text accepted (the stack's worker.maxTextChars).",
+)
+@click.option("--voice", help="Voice for jobs that do not set one.")
+@click.option("--language", help="Language for jobs that do not set one.")
+@click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
+@json_option
+@target_options
+def submit(
+    target: Target,
+    source: str,
+    skip_invalid: bool,
+    threads: int,
+    max_text_chars: int,
+    voice: str | None,
+    language: str | None,
+    fmt: str | None,
+    as_json: bool,
+) -> None:
+    """Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.
+
+    Everything is validated first; with any invalid line nothing is sent (exit 1) unless
+    --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
+    """
+    queue_url = need(target, "queue_url")
+    not_a_terminal(source)
+    defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
+    loaded = load_jobs(source, max_text_chars, defaults)
+    summary = submit_summary(queue_url, loaded)
+    for line in loaded.invalid:
+        click.echo(f"invalid: {line.describe()}", err=True)
+    if loaded.invalid and not skip_invalid:
+        click.echo(
+            f"nothing sent: {len(loaded.invalid)} invalid job(s); fix them or pass --skip-invalid",
+            err=True,
+        )
+        finish_submit(summary, as_json, EXIT_FAILED)
+    sqs = client_for("sqs")
+    preflight_queue(sqs, queue_url)
+    started = time.monotonic()
+    with progress_bar(len(loaded.valid), "submit", not as_json) as advance:
+        report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
+    sent = set(report.sent)
+    summary.update(
+        sent=len(sent),
+        failed=report.failed,
+        calls=report.calls,
+        ids=[job_id for job_id in loaded.ids if job_id in sent],
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+    finish_submit(summary, as_json, EXIT_FAILED if report.failed else EXIT_OK)
+
+
+def submit_summary(queue_url: str, loaded: LoadedJobs) -> dict[str, Any]:
+    """The --json summary before anything is sent (its keys are documented in use.md)."""
+    return {
+        "queue_url": queue_url,
+        "total": len(loaded.valid),
+        "invalid": [vars(line) for line in loaded.invalid],
+        "duplicates": loaded.duplicates,
+        "sent": 0,
+        "failed": {},
+        "calls": 0,
+        "ids": [],
+        "elapsed_s": 0.0,
+    }
+
+
+def finish_submit(summary: dict[str, Any], as_json: bool, code: int) -> None:
+    if as_json:
+        emit_json(summary)
+    else:
+        for job_id, reason in sorted(summary["failed"].items()):
+            click.echo(f"failed: {job_id}: {reason}", err=True)
+        click.echo(
+            f"sent {summary['sent']} of {summary['total']} job(s) in {summary['calls']} "
+            f"SendMessageBatch call(s); {len(summary['failed'])} failed, "
+            f"{len(summary['invalid'])} invalid, {summary['duplicates']} duplicate(s) dropped"
+        )
+    raise SystemExit(code)
+
+
+# ---------------------------------------------------------------------------- status
+
+
+@click.command()
+@click.option("--cluster", help="ECS cluster (default: the stack's clusterName output).")
+@click.option("--service", help="ECS service (default: the stack's serviceName output).")
+@click.option("--watch", type=click.FloatRange(min=0.1), help="Refresh every SECONDS.")
+@click.option("--count", type=click.IntRange(min=1), help="With --watch: stop after N refreshes.")
+@json_option
+@target_options
+def status(
+    target: Target,
+    cluster: str | None,
+    service: str | None,
+    watch: float | None,
+    count: int | None,
+    as_json: bool,
+) -> None:
+    """Queue depth (visible, in flight, delayed), DLQ depth, oldest message age, ECS tasks."""
+    cluster, service = cluster or target.cluster, service or target.service
+    refreshes = 0
+    while True:
+        snapshot = read_status(target, cluster, service)
+        if as_json:
+            emit_json(snapshot)
+        else:
+            console = Console()
+            if watch is not None and console.is_terminal:
+                console.clear()
+            console.print(status_table(snapshot))
+        refreshes += 1
+        if watch is None or (count is not None and refreshes >= count):
+            return
+        try:
+            time.sleep(watch)
+        except KeyboardInterrupt:
+            return
+
+
+def read_status(target: Target, cluster: str | None, service: str | None) -> dict[str, Any]:
+    sqs = client_for("sqs")
+    queue_url = need(target, "queue_url")
+    counts = queue_counts(sqs, queue_url)
+    dlq_url = target.dlq_url or optional(lambda: find_dlq_url(sqs, queue_url))
+    ecs = None
+    if cluster and service:
+        ecs = service_counts(client_for("ecs"), cluster, service)
+    return {
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "queue_url": queue_url,
+        **counts,
+        "outstanding": counts["visible"] + counts["in_flight"],
+        "dlq_url": dlq_url,
+        "dlq_depth": optional(lambda: queue_counts(sqs, dlq_url)["visible"]) if dlq_url else None,
+        "oldest_age_s": oldest_age_s(client_for("cloudwatch"), queue_url),
+        "ecs": ecs,
+    }
+
+
+def optional(read: Callable[[], Any]) -> Any:
+    """A value status can live without (an operator may not be allowed to read it)."""
+    try:
+        return read()
+    except (ClientError, BotoCoreError):
+        return None
+
+
+def status_table(snapshot: dict[str, Any]) -> Table:
+    def show(value: Any) -> str:
+        return "-" if value is None else str(value)
+
+    ecs = snapshot["ecs"] or {}
+    table = Table(title=f"tts-fleet status {snapshot['at']}", show_header=True)
+    for column in ("visible", "in flight", "delayed", "DLQ", "oldest age s", "desired", "running"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        *(show(snapshot[key]) for key in ("visible", "in_flight", "delayed", "dlq_depth")),
+        show(snapshot["oldest_age_s"]),
+        show(ecs.get("desired")),
+        show(ecs.get("running")),
+    )
+    return table
+
+
+# ---------------------------------------------------------------------------- wait
+
+
+@click.command()
+@click.argument("source", default="-")
+@click.option(
+    "--timeout",
+    default=3600.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds before giving up (exit 2).",
+)
+@click.option(
+    "--interval",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.05),
+    help="Seconds between polls of the bucket.",
+)
+@json_option
+@target_options
+def wait(target: Target, source: str, timeout: float, interval: float, as_json: bool) -> None:
+    """Wait until every job of SOURCE is done or failed.
+
+    SOURCE is a `submit --json` output file, or the same input the submit read. Exit 0: all
+    done; 1: some failed (listed); 2: the timeout came first.
+    """
+    need(target, "bucket")
+    not_a_terminal(source)
+    ids = sorted(set(load_ids(source)))
+    if not ids:
+        raise click.UsageError(f"no job ids in {source}")
+    s3 = client_for("s3")
+    started = time.monotonic()
+    known: dict[str, str] = {}
+    with progress_bar(len(ids), "wait", not as_json) as advance:
+        settled = 0
+        while True:
+            done, failed = outcomes(s3, target, ids, known)
+            advance(len(done) + len(failed) - settled)
+            settled = len(done) + len(failed)
+            timed_out = time.monotonic() - started >= timeout
+            if settled == len(ids) or timed_out:
+                break
+            time.sleep(interval)
+    pending = [job_id for job_id in ids if job_id not in done and job_id not in failed]
+    finish_wait(ids, done, failed, pending, time.monotonic() - started, as_json)
+
+
+def finish_wait(
+    ids: list[str],
+    done: set[str],
+    failed: dict[str, str],
+    pending: list[str],
+    elapsed: float,
+    as_json: bool,
+) -> None:
+    timed_out = bool(pending)
+    if as_json:
+        emit_json(
+            {
+                "total": len(ids),
+                "done": len(done),
+                "failed": failed,
+                "pending": pending,
+                "timed_out": timed_out,
+                "elapsed_s": round(elapsed, 3),
+            }
+        )
+    else:
+        click.echo(f"{len(done)} of {len(ids)} done, {len(failed)} failed, {len(pending)} pending")
+        for job_id, reason in sorted(failed.items()):
+            click.echo(f"failed: {job_id}: {reason}")
+        if timed_out:
+            shown = ", ".join(pending[:PENDING_SHOWN]) + (
+                " ..." if len(pending) > PENDING_SHOWN else ""
+            )
+            click.echo(f"timed out after {elapsed:.0f} s; pending: {shown}")
+    raise SystemExit(EXIT_TIMEOUT if timed_out else EXIT_FAILED if failed else EXIT_OK)
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@click.command()
+@click.argument("source", required=False)
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to download into.",
+)
+@click.option("--id", "job_ids", multiple=True, help="A job id (repeatable).")
+@click.option("--prefix", "id_prefix", default="", help="Only ids starting with this.")
+@click.option(
+    "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Download threads."
+)
+@json_option
+@target_options
+def results(
+    target: Target,
+    source: str | None,
+    out: Path,
+    job_ids: tuple[str, ...],
+    id_prefix: str,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Download the audio and manifest of done jobs into OUT.
+
+    Which jobs: those of SOURCE (a `submit --json` output or the submit's input), the --id
+    given, or every done job whose id starts with --prefix (default: all). A file already
+    present with the same ETag is not downloaded again.
+    """
+    need(target, "bucket")
+    ids = list(job_ids) + (load_ids(source) if source else [])
+    s3 = client_for("s3")
+    objects, missing = result_objects(s3, target, ids or None, id_prefix)
+    with progress_bar(len(objects), "download", not as_json) as advance:
+        report = download_results(s3, target, objects, out, threads=threads, progress=advance)
+    finish_results(report, missing, out, as_json)
+
+
+def finish_results(report: ResultsReport, missing: list[str], out: Path, as_json: bool) -> None:
+    if as_json:
+        emit_json({
+            "dir": str(out), "downloaded": len(report.downloaded), "skipped": len(report.skipped),
+            "failed": report.failed, "missing": missing, "bytes": report.bytes,
+        })  # fmt: skip
+    else:
+        for key, reason in sorted(report.failed.items()):
+            click.echo(f"failed: {key}: {reason}", err=True)
+        if missing:
+            click.echo(f"not done yet: {', '.join(missing[:PENDING_SHOWN])}", err=True)
+        click.echo(
+            f"{len(report.downloaded)} file(s) downloaded ({report.bytes} bytes), "
+            f"{len(report.skipped)} already present, into {out}"
+        )
+    raise SystemExit(EXIT_FAILED if report.failed else EXIT_OK)
+
+
+# ---------------------------------------------------------------------------- dlq
+
+
+@click.group()
+def dlq() -> None:
+    """Inspect and redrive the dead-letter queue."""
+
+
+@dlq.command("list")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+@target_options
+def dlq_list(target: Target, limit: int, as_json: bool) -> None:
+    """Show DLQ messages with their error and receive count, without consuming them.
+
+    Reading a message counts as a receive, so each listing adds one to its receive count.
+    """
+    dlq_url = dlq_url_of(target)
+    letters = peek_dead_letters(client_for("sqs"), dlq_url, limit)
+    if as_json:
+        emit_json(
+            {"dlq_url": dlq_url, "count": len(letters), "messages": [vars(m) for m in letters]}
+        )
+        return
+    table = Table(title=f"{len(letters)} dead letter(s)")
+    for column in ("job id", "receives", "error", "message id"):
+        table.add_column(column)
+    for letter in letters:
+        table.add_row(
+            letter.job_id or "-", str(letter.receive_count), letter.error or "-", letter.message_id
+        )
+    Console().print(table)
+
+
+def failure_clearer(target: Target) -> Callable[[list[str]], None] | None:
+    """Redriven jobs are pending again: drop their old failure records (needs the bucket)."""
+    if not target.bucket:
+        return None
+    s3 = client_for("s3")
+    return lambda job_ids: clear_failure_records(s3, target, job_ids)
+
+
+@dlq.command("redrive")
+@click.option("--filter", "error_filter", help="Only messages whose error contains this text.")
+@json_option
+@target_options
+def dlq_redrive(target: Target, error_filter: str | None, as_json: bool) -> None:
+    """Move DLQ messages back to the jobs queue (StartMessageMoveTask, or receive → send →
+    delete where it is unavailable or --filter is given; never deletes before the send)."""
+    queue_url = need(target, "queue_url")
+    dlq_url = dlq_url_of(target)
+    sqs = client_for("sqs")
+    with progress_bar(queue_counts(sqs, dlq_url)["visible"], "redrive", not as_json) as bar:
+        report = redrive(
+            sqs,
+            dlq_url,
+            queue_url,
+            error_filter=error_filter,
+            progress=bar,
+            on_moved=failure_clearer(target),
+        )
+    if as_json:
+        emit_json({"dlq_url": dlq_url, "queue_url": queue_url, **vars(report)})
+    else:
+        click.echo(
+            f"moved {report.moved} message(s) by {report.method}; {report.skipped} skipped by "
+            f"the filter, {len(report.failed)} failed, {report.duplicated} left in both queues"
+        )
+        for message_id, reason in report.failed.items():
+            click.echo(f"failed: {message_id}: {reason}", err=True)
+    raise SystemExit(EXIT_FAILED if report.failed else EXIT_OK)

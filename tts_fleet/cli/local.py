@@ -1,0 +1,196 @@
+"""`tts-fleet local`: the whole pipeline on this machine (tts_fleet/local/run.py does the work)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+
+from tts_fleet.spec.config import ConfigError
+
+if TYPE_CHECKING:
+    from tts_fleet.local.report import Summary
+    from tts_fleet.local.run import LocalOptions
+    from tts_fleet.spec.config import StackConfig
+    from worker.jobs import Job
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+NEXT_STEPS = (
+    "Next: change the policy (--jobs-per-worker 4, --idle-ticks 2, --cold-start-ticks 5, "
+    "--stack dev), run your own text (--input jobs.jsonl), or deploy to AWS with "
+    "`pulumi up` (see the README)."
+)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(local)
+
+
+@click.command()
+@click.option("--demo", type=click.IntRange(1, 10_000), help="Submit N built-in sample texts.")
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(exists=True, path_type=str),
+    help="Submit jobs from a JSONL file or a directory of .txt files.",
+)
+@click.option("--stack", help="Use Pulumi.<STACK>.yaml's config (default: the defaults).")
+@click.option("--max-workers", type=click.IntRange(1, 64), help="Override scaling.maxWorkers.")
+@click.option("--jobs-per-worker", type=click.IntRange(1), help="Override scaling.jobsPerWorker.")
+@click.option(
+    "--idle-ticks",
+    type=click.IntRange(1, 1440),
+    help="Override scaling.idleMinutes (one tick = one minute).",
+)
+@click.option(
+    "--tick",
+    type=click.FloatRange(0.05, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds per scaler tick; one tick stands for one CloudWatch minute.",
+)
+@click.option(
+    "--cold-start-ticks",
+    type=click.IntRange(0, 1000),
+    default=0,
+    show_default=True,
+    help="Ticks before a new worker starts (the seed's GPU cold start is ~13).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["espeak", "tone", "piper"]),
+    default="espeak",
+    show_default=True,
+    help="Speech server backend (tone: for load runs).",
+)
+@click.option(
+    "--speech-latency-ms",
+    type=click.FloatRange(0),
+    default=0.0,
+    help="Extra model time per request, to mimic a GPU.",
+)
+@click.option(
+    "--visibility-timeout",
+    type=click.IntRange(5, 43_200),
+    default=30,
+    show_default=True,
+    help="Queue visibility here (short, so a killed worker's job "
+    "returns quickly; the stack's value is sized for a GPU).",
+)
+@click.option(
+    "--stop-timeout",
+    type=click.FloatRange(0.5, 120),
+    default=5.0,
+    show_default=True,
+    help="Seconds a stopped worker may drain before SIGKILL.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out"),
+    show_default=True,
+    help="Where audio, manifests, timeline and logs go.",
+)
+@click.option(
+    "--events",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a JSON-lines event log (one line per scaling decision).",
+)
+@click.option(
+    "--skip-invalid", is_flag=True, help="With --input: run the valid jobs even if some are not."
+)
+@click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--keep-running",
+    is_flag=True,
+    help="Stay up after the jobs (if any) for `tts-fleet submit` from elsewhere.",
+)
+def local(input_path: str | None, skip_invalid: bool, **kwargs: object) -> None:
+    """Run the whole pipeline here: emulated SQS/S3, espeak speech, real workers, local scaler.
+
+    Submits the jobs, scales worker processes with the same policy as the AWS alarms, and
+    when the queue has drained and the fleet is back to zero, downloads the outputs into
+    --out with a summary and out/timeline.png. Ctrl-C stops everything cleanly.
+    """
+    from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
+
+    options = LocalOptions(input=input_path, **kwargs)  # type: ignore[arg-type]
+    if options.demo and options.input:
+        raise click.UsageError("give --demo or --input, not both")
+    if not (options.demo or options.input or options.keep_running):
+        raise click.UsageError("nothing to do: give --demo N, --input PATH or --keep-running")
+    try:
+        cfg = resolve_config(options)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    except FileNotFoundError as error:
+        raise click.ClickException(f"no stack file: {error.filename}") from None
+    jobs, invalid = jobs_for(options, cfg)
+    err = Console(stderr=True, soft_wrap=True)
+    for line in invalid:
+        err.print(f"invalid: {line}", markup=False, highlight=False)
+    if invalid and not skip_invalid:
+        raise click.ClickException(
+            f"{len(invalid)} invalid input(s) in {options.input}; nothing was sent "
+            "(fix them, or pass --skip-invalid to run the valid jobs)"
+        )
+    if options.input and not jobs and not options.keep_running:
+        raise click.ClickException(f"no valid jobs in {options.input}; nothing was sent")
+    _run(options, cfg, jobs, len(invalid))
+
+
+def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int) -> None:
+    from tts_fleet.local.run import LocalRun, describe_env, summary_json
+    from tts_fleet.local.view import summary_table
+
+    console = Console(stderr=options.json_output, soft_wrap=True)
+
+    def ready(run: LocalRun) -> None:
+        console.print(
+            f"emulator {run.aws.endpoint} · speech {run.speech_url} · "
+            f"{len(run.jobs)} jobs · logs in {run.log_dir}",
+            markup=False,
+            highlight=False,
+        )
+        if run.options.keep_running:
+            console.print("From another terminal:", markup=False)
+            for line in describe_env(run.connection_env()):
+                console.print(f"  {line}", markup=False, highlight=False)
+            console.print("  tts-fleet submit jobs.jsonl    (Ctrl-C here to stop)")
+
+    run = LocalRun(options, cfg, jobs, console)
+    try:
+        summary = run.execute(ready)
+    except RuntimeError as error:
+        if run.stopper.stop.is_set():  # Ctrl-C during start-up: nothing was submitted
+            console.print("interrupted during start-up; nothing was submitted", markup=False)
+            raise SystemExit(INTERRUPTED_EXIT) from None
+        raise click.ClickException(str(error)) from None
+    summary = dataclasses.replace(summary, invalid_lines=invalid)
+    if options.json_output:
+        click.echo(summary_json(summary))
+    else:
+        console.print(summary_table(summary))
+        for line in closing_lines(summary):
+            console.print(line, markup=False, highlight=False)
+    raise SystemExit(exit_code(summary, options.keep_running))
+
+
+def closing_lines(summary: Summary) -> list[str]:
+    """Where to look first, then what to try: the end of the output a newcomer reads."""
+    lines = []
+    wavs = sorted(Path(summary.out_dir).glob("*.wav"))
+    if wavs and summary.timeline:
+        lines.append(f"Listen to {wavs[0]}; the scaling story is in {summary.timeline}.")
+    return [*lines, NEXT_STEPS]
+
+
+def exit_code(summary: Summary, keep_running: bool) -> int:
+    """130 when stopped with work left (or before settling); Ctrl-C is how a
+    --keep-running fleet ends, so there it is 0 when nothing was left; 1 on any failure."""
+    if summary.interrupted and (summary.unfinished or not keep_running):
+        return INTERRUPTED_EXIT
+    return 0 if summary.ok else 1

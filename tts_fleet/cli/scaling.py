@@ -1,0 +1,178 @@
+"""`tts-fleet scaling`: the step-scaling bands a stack deploys, from its stack file.
+
+Everything is computed by tts_fleet/spec/policy.py, the same code the QueueAutoscaling component
+turns into step adjustments, so what this prints is what Application Auto Scaling will apply.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tts_fleet.spec.config import (
+    ConfigError,
+    ScalingConfig,
+    StackConfig,
+    load_stack_file,
+    stack_file,
+)
+from tts_fleet.spec.policy import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
+
+# CLI flag → camelCase key of tts-fleet:scaling (the flags override the stack file).
+OVERRIDES = {
+    "min_workers": "minWorkers",
+    "max_workers": "maxWorkers",
+    "jobs_per_worker": "jobsPerWorker",
+    "idle_minutes": "idleMinutes",
+    "host_idle_seconds": "hostIdleSeconds",
+}
+
+
+def register(group: click.Group) -> None:
+    group.add_command(scaling)
+
+
+def band_rows(cfg: ScalingConfig, plan: BandPlan) -> list[dict[str, Any]]:
+    """Each step as outstanding range → workers, with the formula's range for comparison."""
+    rows = []
+    for band in plan.bands:
+        low = band.lower + SCALE_OUT_THRESHOLD
+        high = None if band.upper is None else band.upper + SCALE_OUT_THRESHOLD - 1
+        formula_low = formula(low, cfg)
+        rows.append(
+            {
+                "lower_bound": band.lower,
+                "upper_bound": band.upper,
+                "outstanding_min": low,
+                "outstanding_max": high,
+                "workers": band.capacity,
+                "formula_min": formula_low,
+                "formula_max": cfg.max_workers if high is None else formula(high, cfg),
+                "overprovision": band.capacity / formula_low,
+            }
+        )
+    return rows
+
+
+def report(name: str, cfg: ScalingConfig) -> dict[str, Any]:
+    plan = bands(cfg)
+    rows = band_rows(cfg, plan)
+    worst = max(rows, key=lambda row: row["overprovision"])
+    return {
+        "stack": name,
+        "scaling": cfg.model_dump(by_alias=True, mode="json"),
+        "bands": rows,
+        "worst_overprovision": plan.worst_overprovision,
+        "worst_at": {
+            "outstanding": worst["outstanding_min"],
+            "formula": worst["formula_min"],
+            "workers": worst["workers"],
+        },
+        "schedules": [
+            {"schedule": e.expression, "minWorkers": e.min_workers, "maxWorkers": e.max_workers}
+            for e in cfg.schedules
+        ],
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    s = data["scaling"]
+    lines = [
+        f"{data['stack']}: minWorkers {s['minWorkers']}, maxWorkers {s['maxWorkers']}, "
+        f"jobsPerWorker {s['jobsPerWorker']}, idleMinutes {s['idleMinutes']}, "
+        f"hostIdleSeconds {s['hostIdleSeconds']}",
+        "",
+        "scale-out: alarm visible + notVisible >= 1 (1 x 60 s, Maximum) -> StepScaling, "
+        f"ExactCapacity, {len(data['bands'])} step(s)",
+        f"{'step':>4}  {'bounds (metric - 1)':<20} {'outstanding':<14} {'workers':>7}  "
+        f"{'formula':<9} {'over':>6}",
+    ]
+    for index, row in enumerate(data["bands"], start=1):
+        upper = "inf" if row["upper_bound"] is None else row["upper_bound"]
+        high = "" if row["outstanding_max"] is None else row["outstanding_max"]
+        span = f"{row['outstanding_min']}-{high}" if high != "" else f"{row['outstanding_min']}+"
+        formulas = f"{row['formula_min']}-{row['formula_max']}"
+        if row["formula_min"] == row["formula_max"]:
+            formulas = str(row["formula_min"])
+        bounds = f"[{row['lower_bound']}, {upper})"
+        lines.append(
+            f"{index:>4}  {bounds:<20} {span:<14} "
+            f"{row['workers']:>7}  {formulas:<9} {row['overprovision']:>5.2f}x"
+        )
+    lines += ["", worst_line(data), idle_line(s), host_line(s["hostIdleSeconds"])]
+    for entry in data["schedules"]:
+        lines.append(
+            f"schedule: {entry['schedule']} UTC -> min {entry['minWorkers']}, "
+            f"max {entry['maxWorkers']}"
+        )
+    return "\n".join(lines)
+
+
+def worst_line(data: dict[str, Any]) -> str:
+    at = data["worst_at"]
+    if data["worst_overprovision"] == 1.0:
+        return "worst-case over-provisioning: 1.000x (exact: one step per worker count)"
+    return (
+        f"worst-case over-provisioning: {data['worst_overprovision']:.3f}x "
+        f"(at {at['outstanding']} outstanding: formula {at['formula']}, bands {at['workers']})"
+    )
+
+
+def idle_line(s: dict[str, Any]) -> str:
+    return (
+        f"idle: outstanding <= 0 for {s['idleMinutes']} x 60 s (missing data = idle) -> "
+        f"ExactCapacity {s['minWorkers']}"
+    )
+
+
+def host_line(seconds: int) -> str:
+    if seconds < 0:
+        return "hosts: scaleInAfter -1: the idle-host scale-in optimisation is off"
+    return f"hosts: an idle GPU host is kept {seconds} s for reuse (scaleInAfter)"
+
+
+def resolve(stack: str | None, project_dir: Path, flags: dict[str, int | None]) -> StackConfig:
+    """The stack file's scaling section (or the defaults), with the flags on top."""
+    raw: dict[str, Any] = {}
+    if stack is not None:
+        path = stack_file(stack, project_dir)
+        if not path.is_file():
+            raise ConfigError([f"{path}: no such stack file (stacks are Pulumi.<stack>.yaml)"])
+        base = load_stack_file(path)
+        raw = base.scaling.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    raw.update({OVERRIDES[k]: v for k, v in flags.items() if v is not None})
+    return StackConfig.from_raw({"scaling": raw})
+
+
+@click.command()
+@click.option("--stack", help="Read tts-fleet:scaling from Pulumi.<stack>.yaml.")
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Where the stack files are.",
+)
+@click.option("--min-workers", type=int, help="Override scaling.minWorkers.")
+@click.option("--max-workers", type=int, help="Override scaling.maxWorkers.")
+@click.option("--jobs-per-worker", type=int, help="Override scaling.jobsPerWorker.")
+@click.option("--idle-minutes", type=int, help="Override scaling.idleMinutes.")
+@click.option("--host-idle-seconds", type=int, help="Override scaling.hostIdleSeconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def scaling(stack: str | None, project_dir: Path, as_json: bool, **flags: int | None) -> None:
+    """Show the step-scaling bands (outstanding jobs -> workers) a stack deploys.
+
+    Without --stack the defaults are used; flags override the stack file.
+    """
+    try:
+        cfg = resolve(stack, project_dir, flags)
+    except ConfigError as error:
+        for problem in error.problems:
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
+    data = report(stack or "defaults", cfg.scaling)
+    click.echo(json.dumps(data, indent=2) if as_json else render(data))

@@ -1,0 +1,262 @@
+"""`tts-fleet simulate`, `advise` and `cost`: a policy on a trace, the idle windows, the bill.
+
+Scaling comes from Pulumi.<stack>.yaml (or the config defaults) with flags on top, validated by
+the same models as a deployment, and the simulator drives tts_fleet/spec/policy.py — the code the
+Pulumi program turns into alarms — so the simulation and the deployment cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
+from tts_fleet.sim import text as sim_text
+from tts_fleet.sim.engine import simulate
+from tts_fleet.sim.model import (
+    PROFILES,
+    Batching,
+    PolicySetup,
+    Profile,
+    fleet_policy,
+    seed_policy,
+)
+from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
+from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file, stack_file
+from tts_fleet.spec.policy import Scaling
+
+# CLI flag → camelCase key of tts-fleet:scaling (flags override the stack file).
+SCALING_FLAGS = {
+    "min_workers": "minWorkers",
+    "max_workers": "maxWorkers",
+    "jobs_per_worker": "jobsPerWorker",
+    "idle_minutes": "idleMinutes",
+    "host_idle_seconds": "hostIdleSeconds",
+}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(simulate_cmd)
+    group.add_command(advise_cmd)
+    group.add_command(cost_cmd)
+
+
+def _fail(problems: list[str]) -> NoReturn:
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    sys.exit(2)
+
+
+def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> StackConfig:
+    """The stack file (or defaults) with the scaling and concurrency flags on top."""
+    raw: dict[str, Any] = {}
+    if stack is not None:
+        path = stack_file(stack, project_dir)
+        if not path.is_file():
+            raise ConfigError([f"{path}: no such stack file (stacks are Pulumi.<stack>.yaml)"])
+        raw = load_stack_file(path).model_dump(by_alias=True, exclude_unset=True, mode="json")
+    scaling = {
+        SCALING_FLAGS[k]: v for k, v in flags.items() if k in SCALING_FLAGS and v is not None
+    }
+    raw["scaling"] = {**raw.get("scaling", {}), **scaling}
+    if flags.get("concurrency") is not None:
+        raw["worker"] = {**raw.get("worker", {}), "concurrency": flags["concurrency"]}
+    return StackConfig.from_raw(raw)
+
+
+def stack_region(stack: str | None, project_dir: Path) -> str:
+    if stack is None:
+        return BASE_REGION
+    import yaml
+
+    document = yaml.safe_load(stack_file(stack, project_dir).read_text()) or {}
+    return str((document.get("config") or {}).get("aws:region", BASE_REGION))
+
+
+def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> PolicySetup:
+    """`fleet`: the config's scaling; concurrency from a flag or stack, else the profile's."""
+    s = cfg.scaling
+    scaling = Scaling(s.min_workers, s.max_workers, s.jobs_per_worker, s.idle_minutes)
+    concurrency = cfg.worker.concurrency if concurrency_set else profile.concurrency
+    return fleet_policy(scaling, s.host_idle_seconds, concurrency)
+
+
+def with_batching(profile: Profile, job_s: float | None, alpha: float | None) -> Profile:
+    if job_s is not None and job_s <= 0:
+        raise ConfigError([f"--job-seconds: must be > 0 (got {job_s:g})"])
+    if alpha is not None and alpha < 0:
+        raise ConfigError([f"--batch-alpha: must be >= 0 (got {alpha:g})"])
+    base = profile.batching
+    batching = Batching(job_s or base.base_s, base.alpha if alpha is None else alpha)
+    return replace(profile, batching=batching)
+
+
+def parse_duration(text: str) -> float:
+    """`60s`, `2m`, `1.5h` or plain seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise click.BadParameter(f"{text!r} is not a duration like 60s, 2m or 1h")
+    scale = {"m": 60, "min": 60, "h": 3600}.get(match.group(2) or "s", 1)
+    return float(match.group(1)) * scale
+
+
+def load_trace(spec: str, seed: int, stack: str | None, days: float, queue: str | None) -> Trace:
+    if spec != "cloudwatch":
+        return parse_trace(spec, seed)
+    if queue is None and stack is None:
+        raise TraceError("--trace cloudwatch needs --stack S (its queueUrl output) or --queue-name")
+    if queue is None:
+        from tts_fleet.client.stack import OUTPUT_QUEUE_URL, StackError, stack_outputs
+
+        try:
+            outputs = stack_outputs(stack or "")
+        except StackError as error:
+            raise TraceError(str(error)) from None
+        queue = str(outputs.get(OUTPUT_QUEUE_URL, "")).rsplit("/", 1)[-1]
+        if not queue:
+            raise TraceError(f"stack {stack} has no {OUTPUT_QUEUE_URL} output; deploy it first")
+    import boto3
+
+    return cloudwatch_arrivals(boto3.client("cloudwatch"), queue, days)
+
+
+def _common(func: Any) -> Any:
+    options = [
+        click.option("--trace", "spec", required=True,
+                     help="burst:N | poisson:RATE_PER_MIN:HOURS | sparse:GAP_MIN:HOURS | "
+                     "diurnal:PEAK_PER_MIN:DAYS | FILE.csv | cloudwatch"),
+        click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)),
+                     default="default", show_default=True, help="Timing profile."),
+        click.option("--stack", help="Take config from Pulumi.<stack>.yaml (and, with "
+                     "--trace cloudwatch, the queue from its outputs)."),
+        click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
+                     default=Path("."), help="Where the stack files are."),
+        click.option("--min-workers", type=int, help="Override scaling.minWorkers."),
+        click.option("--max-workers", type=int, help="Override scaling.maxWorkers."),
+        click.option("--jobs-per-worker", type=int, help="Override scaling.jobsPerWorker."),
+        click.option("--idle-minutes", type=int, help="Override scaling.idleMinutes."),
+        click.option("--host-idle-seconds", type=int, help="Override scaling.hostIdleSeconds."),
+        click.option("--concurrency", type=int, help="Worker slots (default: the stack's "
+                     "worker.concurrency with --stack, else the profile's)."),
+        click.option("--job-seconds", type=float,
+                     help="Per-job latency with one in flight (default: the profile's)."),
+        click.option("--batch-alpha", type=float, help="Batching: latency(c) = job-seconds × "
+                     "(1 + alpha·(c − 1)); 0 = perfect batching, 1 = none."),
+        click.option("--days", type=float, default=14.0, show_default=True,
+                     help="Look-back for --trace cloudwatch."),
+        click.option("--queue-name", help="Queue for --trace cloudwatch (instead of --stack)."),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="Random seed (random traces, host provisioning jitter)."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
+        click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Write a PNG chart here."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
+    try:
+        cfg = load_config(o["stack"], o["project_dir"], o)
+        profile = with_batching(PROFILES[o["profile_name"]], o["job_seconds"], o["batch_alpha"])
+        rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]))
+        trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"])
+    except ConfigError as error:
+        _fail(error.problems)
+    except (TraceError, CostError) as error:
+        _fail([str(error)])
+    if not trace.arrivals:
+        _fail([f"trace {trace.name} has no jobs"])
+    return trace, profile, cfg, rates
+
+
+@click.command("simulate")
+@_common
+@click.option("--policy", "policy_name", type=click.Choice(["seed", "fleet"]), default="fleet",
+              show_default=True, help="seed: the AWS sample (0..1, idle 5 min); fleet: the "
+              "config's bands.")  # fmt: skip
+@click.option("--compare", is_flag=True, help="Run both policies side by side.")
+def simulate_cmd(policy_name: str, compare: bool, **o: Any) -> None:
+    """Simulate a scaling policy on a workload trace: latency, drain time, GPU hours, cost.
+
+    Scaling flags and --stack apply to the fleet policy; the seed policy is fixed.
+    """
+    trace, profile, cfg, rates = _prepare(o)
+    fleet = fleet_setup(cfg, profile, o["concurrency"] is not None or o["stack"] is not None)
+    setups = {"seed": seed_policy(), "fleet": fleet}
+    names = ["seed", "fleet"] if compare else [policy_name]
+    results = [simulate(trace, profile, setups[n], rates, o["seed"]) for n in names]
+    if o["plot"]:
+        from tts_fleet.sim.plots import timeline
+
+        timeline(results, o["plot"])
+    if o["as_json"]:
+        data = {n: r.summary for n, r in zip(names, results, strict=True)}
+        click.echo(json.dumps(data if compare else results[0].summary, indent=2, sort_keys=True))
+    else:
+        click.echo(sim_text.simulation_table([r.summary for r in results]))
+    if o["plot"]:
+        click.echo(f"plot: {o['plot']}", err=o["as_json"])
+
+
+@click.command("advise")
+@_common
+@click.option("--max-p95-latency", "max_p95", help="Latency bound, e.g. 60s, 2m.")
+@click.option("--max-monthly-usd", type=float, help="Budget: cost were the trace a month.")
+def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> None:
+    """Sweep idleMinutes × hostIdleSeconds on a trace; print the cost/p95 Pareto frontier."""
+    from tts_fleet.sim.advise import RUNS, advise
+
+    bound = parse_duration(max_p95) if max_p95 else None
+    trace, profile, cfg, rates = _prepare(o)
+    fleet = fleet_setup(cfg, profile, o["concurrency"] is not None or o["stack"] is not None)
+    run = partial(advise, trace, profile, fleet, rates, max_p95_s=bound,
+                  max_monthly_usd=max_monthly_usd, seed=o["seed"])  # fmt: skip
+    # Each run costs ~0.35 s per 100,000 jobs: a week of traffic is a ~20 s sweep, so show it
+    # on a terminal (scripts reading --json get clean streams).
+    if sys.stderr.isatty():
+        with click.progressbar(length=RUNS, label="simulating", file=sys.stderr) as bar:
+            report = run(progress=lambda: bar.update(1))
+    else:
+        report = run()
+    if o["plot"]:
+        from tts_fleet.sim.plots import frontier
+
+        frontier(report, o["plot"])
+    if o["as_json"]:
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        click.echo(sim_text.advice_table(report))
+    if (bound is not None or max_monthly_usd is not None) and report["recommendation"] is None:
+        sys.exit(1)
+
+
+@click.command("cost")
+@click.option("--stack", help="Read Pulumi.<stack>.yaml (default: the config defaults).")
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("."), help="Where the stack files are.")  # fmt: skip
+@click.option("--outputs-per-day", type=float, default=1000.0, show_default=True,
+              help="For the S3 storage of outputs (retained expireDays).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_json: bool) -> None:
+    """The idle floor per month for each network mode, and the cost per GPU hour."""
+    try:
+        cfg = load_config(stack, project_dir, {})
+        report = cost_report(cfg, stack_region(stack, project_dir), outputs_per_day)
+    except ConfigError as error:
+        _fail(error.problems)
+    except CostError as error:
+        _fail([str(error)])
+    report["stack"] = stack or "defaults"
+    click.echo(
+        json.dumps(report, indent=2, sort_keys=True) if as_json else sim_text.cost_table(report)
+    )

@@ -1,0 +1,98 @@
+"""Finding the stack's queue, DLQ and bucket: flags, then env vars, then `pulumi stack output`.
+
+The Pulumi CLI is only asked when a flag and its env var are both missing, so the same
+commands work against the local emulator (AWS_ENDPOINT_URL, which boto3 honours by itself)
+with no Pulumi at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from typing import Any
+
+from tts_fleet.client.aws import Target
+
+ENV_QUEUE_URL = "TTS_FLEET_QUEUE_URL"
+ENV_DLQ_URL = "TTS_FLEET_DLQ_URL"
+ENV_BUCKET = "TTS_FLEET_BUCKET"
+ENV_OUTPUT_PREFIX = "TTS_FLEET_OUTPUT_PREFIX"
+# Stack output names exported by the Pulumi program (__main__.py).
+OUTPUT_QUEUE_URL = "queueUrl"
+OUTPUT_DLQ_URL = "dlqUrl"
+OUTPUT_BUCKET = "bucketName"
+OUTPUT_CLUSTER = "clusterName"
+OUTPUT_SERVICE = "serviceName"
+PULUMI_TIMEOUT_S = 60
+
+
+class StackError(Exception):
+    """The stack's resources cannot be found; `str(error)` is one line saying what to pass."""
+
+
+def resolve_target(
+    stack: str | None,
+    queue_url: str | None,
+    dlq_url: str | None,
+    bucket: str | None,
+    *,
+    prefix: str | None = None,
+) -> Target:
+    """Each value from its flag, else its env var, else the stack's outputs (read once)."""
+    queue_url = queue_url or os.environ.get(ENV_QUEUE_URL) or None
+    dlq_url = dlq_url or os.environ.get(ENV_DLQ_URL) or None
+    bucket = bucket or os.environ.get(ENV_BUCKET) or None
+    prefix = prefix if prefix is not None else os.environ.get(ENV_OUTPUT_PREFIX, "")
+    outputs: dict[str, Any] = {}
+    if stack and not (queue_url and dlq_url and bucket):
+        outputs = stack_outputs(stack)
+        given = {OUTPUT_QUEUE_URL: queue_url, OUTPUT_BUCKET: bucket}
+        missing = [name for name, value in given.items() if not value and not outputs.get(name)]
+        if missing:
+            raise StackError(
+                f"stack {stack} has no output {', '.join(missing)}; deploy it first, "
+                "or pass --queue-url and --bucket"
+            )
+    return Target(
+        queue_url=queue_url or outputs.get(OUTPUT_QUEUE_URL),
+        dlq_url=dlq_url or outputs.get(OUTPUT_DLQ_URL),
+        bucket=bucket or outputs.get(OUTPUT_BUCKET),
+        prefix=prefix,
+        cluster=outputs.get(OUTPUT_CLUSTER),
+        service=outputs.get(OUTPUT_SERVICE),
+    )
+
+
+def stack_outputs(stack: str) -> dict[str, Any]:
+    """`pulumi stack output --json --stack S`, or one clear line saying what to pass instead."""
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise StackError(
+            f"--stack {stack} needs the pulumi CLI, which is not on PATH; pass --queue-url and "
+            f"--bucket (or set {ENV_QUEUE_URL} and {ENV_BUCKET}) instead"
+        )
+    try:
+        done = subprocess.run(
+            [pulumi, "stack", "output", "--json", "--stack", stack],
+            capture_output=True,
+            text=True,
+            timeout=PULUMI_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise StackError(f"pulumi stack output --stack {stack} failed: {error}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+        raise StackError(
+            f"cannot read the outputs of stack {stack} ({last}); check the stack name, "
+            "or pass --queue-url and --bucket"
+        )
+    try:
+        outputs = json.loads(done.stdout or "{}")
+    except json.JSONDecodeError:
+        raise StackError(f"pulumi printed no JSON for stack {stack}") from None
+    if not isinstance(outputs, dict):
+        raise StackError(f"pulumi printed no output map for stack {stack}")
+    return outputs

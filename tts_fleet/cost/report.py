@@ -1,0 +1,221 @@
+"""What a stack costs: the idle floor per month, and the running cost per GPU hour.
+
+"Scale to zero" is zero *GPU* cost: the NAT gateway (or the interface endpoints), alarms,
+dashboard, logs, the image in ECR and the outputs in S3 bill all month. `floor_lines` itemises
+that floor for each network mode so the choice is made on numbers; `running_cost` is what
+each GPU host adds per hour. Prices come from tts_fleet/cost/data/prices.json (source URLs and date
+inside), with per-region overrides falling back to us-east-1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from tts_fleet.sim.model import SEED_IMAGE_GB
+from tts_fleet.sim.report import CostRates
+from tts_fleet.spec.config import StackConfig
+
+BASE_REGION = "us-east-1"
+MODES = ("nat", "endpoints", "existing")
+
+
+class CostError(ValueError):
+    """No price or no instance type fits; one readable line."""
+
+
+@dataclass(frozen=True)
+class Prices:
+    region: str
+    values: dict[str, Any]
+    fallback_keys: tuple[str, ...]  # keys the region does not override (us-east-1 used)
+    meta: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def assumptions(self) -> dict[str, float]:
+        return self.meta["assumptions"]
+
+
+@cache
+def _document() -> dict[str, Any]:
+    text = resources.files("tts_fleet.cost").joinpath("data/prices.json").read_text()
+    return json.loads(text)
+
+
+def load_prices(region: str = BASE_REGION) -> Prices:
+    doc = _document()
+    base = doc["regions"][BASE_REGION]
+    override = doc["regions"].get(region, {})
+    values = {**base, **override}
+    fallback = () if region == BASE_REGION else tuple(k for k in base if k not in override)
+    meta = {k: v for k, v in doc.items() if k != "regions"}
+    return Prices(region, values, fallback, meta)
+
+
+@dataclass(frozen=True)
+class Line:
+    item: str
+    quantity: float
+    unit: str
+    unit_usd: float
+    note: str = ""
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.quantity * self.unit_usd
+
+
+def nat_gateways(cfg: StackConfig) -> int:
+    """Same rule as components/network.py `nat_count` (kept here: that module needs pulumi)."""
+    return cfg.network.az_count if cfg.network.nat_gateways == "one-per-az" else 1
+
+
+def floor_lines(
+    cfg: StackConfig, prices: Prices, mode: str, outputs_per_day: float, image_gb: float
+) -> list[Line]:
+    """The monthly bill with no task running, item by item."""
+    a = prices.assumptions
+    lines = _network_lines(cfg, prices, mode)
+    retained_days = cfg.outputs.expire_days or 365  # 0 = kept: show a year's worth
+    outputs_gb = outputs_per_day * retained_days * a["output_mb"] / 1000.0
+    alarm_note = "high resolution (10 s) would cost 3× per alarm metric"
+    lines += [
+        Line("CloudWatch alarms (standard, 60 s)", a["alarm_metrics_standard"], "alarm metric",
+             prices["alarm_metric_standard_month"], alarm_note),
+        Line("CloudWatch alarms (high resolution)", a["alarm_metrics_high_resolution"],
+             "alarm metric", prices["alarm_metric_high_resolution_month"]),
+        Line("CloudWatch dashboard", a["dashboards"], "dashboard", prices["dashboard_month"],
+             "the first 3 dashboards of an account are free"),
+        Line("CloudWatch log storage", a["log_gb_stored"], "GB-month",
+             prices["log_storage_gb_month"]),
+        Line("ECR image storage", image_gb, "GB-month", prices["ecr_storage_gb_month"]),
+        Line("KMS customer keys", a["kms_keys"], "key-month", prices["kms_key_month"],
+             "SQS-managed SSE and SSE-S3: no customer key"),
+        Line("S3 outputs", round(outputs_gb, 3), "GB-month", prices["s3_standard_gb_month"],
+             f"{outputs_per_day:g}/day × {retained_days} days × {a['output_mb']} MB"),
+    ]  # fmt: skip
+    return lines
+
+
+def _network_lines(cfg: StackConfig, prices: Prices, mode: str) -> list[Line]:
+    hours = prices.meta["hours_per_month"]
+    if mode == "nat":
+        nats = nat_gateways(cfg)
+        return [
+            Line("NAT gateway hours", nats * hours, "NAT-hour", prices["nat_gateway_hour"]),
+            Line("NAT public IPv4", nats * hours, "IP-hour", prices["public_ipv4_hour"]),
+        ]
+    if mode == "endpoints":
+        endpoints = int(prices.assumptions["interface_endpoints"])
+        return [
+            Line(
+                "Interface endpoints × AZs",
+                endpoints * cfg.network.az_count * hours,
+                "endpoint-AZ-hour",
+                prices["interface_endpoint_hour"],
+                f"{endpoints} endpoints × {cfg.network.az_count} AZs",
+            )
+        ]
+    return []  # existing: the VPC's own costs are somebody else's bill
+
+
+@dataclass(frozen=True)
+class Instance:
+    type: str
+    hourly_usd: float  # on-demand or Spot estimate
+    fee_usd: float  # ECS Managed Instances management fee (estimate)
+
+    @property
+    def total_hourly_usd(self) -> float:
+        return self.hourly_usd + self.fee_usd
+
+
+def pick_instance(cfg: StackConfig, prices: Prices, instance_type: str | None = None) -> Instance:
+    """The cheapest priced type that satisfies gpu.* (what Managed Instances would launch)."""
+    gpu = cfg.gpu
+    table: dict[str, dict[str, Any]] = prices["instances"]
+    names = [instance_type] if instance_type else list(gpu.allowed_instance_types or table)
+    fits = [
+        (spec["hourly"], name)
+        for name in names
+        if (spec := table.get(name))
+        and spec["gpus"] == gpu.gpu_count
+        and spec["gpu_memory_gib"] >= gpu.min_gpu_memory_gib
+        and gpu.vcpu.min <= spec["vcpu"] <= gpu.vcpu.max
+        and gpu.memory_gib.min <= spec["memory_gib"] <= gpu.memory_gib.max
+    ]
+    if not fits:
+        raise CostError(
+            f"no priced instance type fits tts-fleet:gpu ({gpu.gpu_count} GPU, ≥ "
+            f"{gpu.min_gpu_memory_gib} GiB); priced: {', '.join(sorted(table))}"
+        )
+    on_demand, name = min(fits)
+    a = prices.assumptions
+    hourly = on_demand * (a["spot_factor"] if gpu.capacity_type == "spot" else 1.0)
+    return Instance(
+        name, round(hourly, 4), round(on_demand * a["ecs_managed_instances_fee_fraction"], 4)
+    )
+
+
+def running_cost(cfg: StackConfig, prices: Prices, mode: str, instance: Instance) -> dict[str, Any]:
+    gb = prices.assumptions["nat_gb_per_cold_start"]
+    per_gb = {"nat": prices["nat_gateway_gb"], "endpoints": prices["interface_endpoint_gb"]}
+    return {
+        "instance_type": instance.type,
+        "capacity_type": cfg.gpu.capacity_type,
+        "gpu_hourly_usd": instance.hourly_usd,
+        "management_fee_hourly_usd": instance.fee_usd,
+        "per_gpu_hour_usd": round(instance.total_hourly_usd, 4),
+        "network_data_per_cold_start_usd": round(gb * per_gb.get(mode, 0.0), 5),
+    }
+
+
+def cost_report(
+    cfg: StackConfig, region: str = BASE_REGION, outputs_per_day: float = 1000.0,
+    image_gb: float = SEED_IMAGE_GB,
+) -> dict[str, Any]:  # fmt: skip
+    prices = load_prices(region)
+    instance = pick_instance(cfg, prices)
+    modes: dict[str, Any] = {}
+    for mode in MODES:
+        lines = floor_lines(cfg, prices, mode, outputs_per_day, image_gb)
+        modes[mode] = {
+            "floor": [_line_json(x) for x in lines],
+            "floor_monthly_usd": round(sum(x.monthly_usd for x in lines), 2),
+            "running": running_cost(cfg, prices, mode, instance),
+        }
+    return {
+        "region": region,
+        "configured_mode": cfg.network.mode,
+        "prices_as_of": prices.meta["as_of"],
+        "prices_status": prices.meta["status"],
+        "prices_fallback_to_us_east_1": list(prices.fallback_keys),
+        "modes": modes,
+    }
+
+
+def _line_json(line: Line) -> dict[str, Any]:
+    return {
+        "item": line.item,
+        "quantity": line.quantity,
+        "unit": line.unit,
+        "unit_usd": line.unit_usd,
+        "monthly_usd": round(line.monthly_usd, 2),
+        "note": line.note,
+    }
+
+
+def rates_for(
+    cfg: StackConfig, region: str = BASE_REGION, instance_type: str | None = None
+) -> CostRates:
+    """What the simulator charges: per GPU-host hour, and the configured mode's floor."""
+    prices = load_prices(region)
+    instance = pick_instance(cfg, prices, instance_type)
+    lines = floor_lines(cfg, prices, cfg.network.mode, 0.0, SEED_IMAGE_GB)
+    return CostRates(round(instance.total_hourly_usd, 4), sum(x.monthly_usd for x in lines))

@@ -1,0 +1,245 @@
+"""Drive `pulumi preview/up/destroy/refresh` for one stack with the Automation API (CI).
+
+The program is local source: a LocalWorkspace whose work dir is the project directory
+(Pulumi.yaml, Pulumi.<stack>.yaml, __main__.py). Before any workspace exists, the stack file
+merged with the `--set` values is validated with tts_fleet/spec/config.py, and the guards run, so
+bad input costs no Pulumi process. The stack comes from an injectable factory: tests pass a
+recording fake and assert it was never called.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from tts_fleet.deploy.settings import ConfigError, Setting, SettingError, validate
+
+Action = Literal["preview", "up", "destroy", "refresh", "outputs"]
+ACTIONS: tuple[Action, ...] = ("preview", "up", "destroy", "refresh", "outputs")
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # Pulumi reported an error, or drift under --expect-no-changes
+EXIT_BAD_INPUT = 2  # bad --set / stack config, a guard refused
+EXIT_NO_CLI = 3  # the Pulumi CLI is not installed
+
+MISSING_CLI = (
+    "error: the Pulumi CLI is not on PATH; install it with "
+    "`curl -fsSL https://get.pulumi.com | sh` "
+    "(or see https://www.pulumi.com/docs/install/), then retry"
+)
+# Stacks that need an explicit --yes for `up`.
+PROTECTED_PREFIX = "prod"
+# Change kinds printed even when zero; any other kind is printed when non-zero.
+MAIN_CHANGES = ("create", "update", "delete", "same")
+
+
+class DeployError(Exception):
+    """A failure reported as one line with an exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class StackLike(Protocol):
+    """The part of `pulumi.automation.Stack` this driver uses."""
+
+    def set_all_config(self, config: Any, *, path: bool = False) -> None: ...
+    def preview(self, **kwargs: Any) -> Any: ...
+    def up(self, **kwargs: Any) -> Any: ...
+    def destroy(self, **kwargs: Any) -> Any: ...
+    def refresh(self, **kwargs: Any) -> Any: ...
+    def outputs(self) -> Mapping[str, Any]: ...
+
+
+# (stack name, project dir, create if missing) -> stack
+StackFactory = Callable[[str, Path, bool], StackLike]
+OnOutput = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Request:
+    action: Action
+    stack: str
+    project_dir: Path = Path(".")
+    settings: tuple[Setting, ...] = ()
+    yes: bool = False
+    expect_no_changes: bool = False
+
+
+@dataclass
+class Report:
+    """What an action produced: `data` for --json, `lines` for people, `code` to exit with."""
+
+    data: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+    code: int = EXIT_OK
+    error: str = ""  # one line for stderr when code != 0
+
+
+def open_stack(stack: str, project_dir: Path, create: bool) -> StackLike:
+    """The real factory: a LocalWorkspace over `project_dir`, selecting (or creating) `stack`."""
+    if shutil.which("pulumi") is None:
+        raise DeployError(EXIT_NO_CLI, MISSING_CLI)
+    from pulumi import automation as auto  # heavy (gRPC); only once input is known good
+
+    opener = auto.create_or_select_stack if create else auto.select_stack
+    try:
+        return opener(stack_name=stack, work_dir=str(project_dir))
+    except FileNotFoundError as error:  # `pulumi` vanished between the check and the call
+        raise DeployError(EXIT_NO_CLI, MISSING_CLI) from error
+
+
+def check_request(request: Request) -> None:
+    """Everything decided without Pulumi: guards, then the merged stack config."""
+    if not (request.project_dir / "Pulumi.yaml").is_file():
+        raise DeployError(
+            EXIT_BAD_INPUT,
+            f"error: no Pulumi.yaml in {str(request.project_dir)!r}; pass --project-dir",
+        )
+    name = request.stack.rsplit("/", 1)[-1].lower()
+    if request.action == "up" and name.startswith(PROTECTED_PREFIX) and not request.yes:
+        raise DeployError(
+            EXIT_BAD_INPUT,
+            f"error: refusing to run up on protected stack {request.stack!r} without --yes",
+        )
+    if request.action == "destroy" and not request.yes:
+        raise DeployError(
+            EXIT_BAD_INPUT,
+            f"error: destroy deletes every resource of {request.stack!r}; pass --yes",
+        )
+    if request.action != "outputs":
+        validate(request.project_dir, request.stack, request.settings)
+
+
+def run(request: Request, factory: StackFactory, on_output: OnOutput) -> Report:
+    """Checks the request, opens the stack, applies --set values, runs the action."""
+    try:
+        check_request(request)
+    except (ConfigError, SettingError) as error:
+        raise DeployError(EXIT_BAD_INPUT, str(error)) from error
+    try:
+        stack = factory(request.stack, request.project_dir, request.action in ("preview", "up"))
+        if request.settings:
+            stack.set_all_config(_config_map(request.settings), path=True)
+        return _RUNNERS[request.action](stack, request, on_output)
+    except Exception as error:
+        if not _is_pulumi_error(error):
+            raise
+        raise DeployError(EXIT_FAILED, _pulumi_failure(request, error)) from error
+
+
+def _config_map(settings: tuple[Setting, ...]) -> dict[str, Any]:
+    from pulumi.automation import ConfigValue
+
+    # The raw text: `config set --path` turns "12" into a number and "true" into a bool.
+    return {s.key: ConfigValue(value=s.text) for s in settings}
+
+
+def _preview(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
+    result = stack.preview(on_output=on_output, on_error=on_output, diff=True)
+    changes = normalise_changes(result.change_summary)
+    pending = sum(n for kind, n in changes.items() if kind != "same")
+    report = _report(request, changes=changes, pending=pending)
+    if request.expect_no_changes and pending:
+        report.code = EXIT_FAILED
+        report.error = f"error: drift: {pending} pending change(s) in stack {request.stack!r}"
+        report.data.update(ok=False, error=report.error)
+    return report
+
+
+def _up(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
+    result = stack.up(on_output=on_output, on_error=on_output)
+    outputs = plain_outputs(result.outputs)
+    changes = normalise_changes(result.summary.resource_changes)
+    report = _report(request, changes=changes, outputs=outputs)
+    report.lines.extend(output_lines(outputs))
+    return report
+
+
+def _destroy(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
+    result = stack.destroy(on_output=on_output, on_error=on_output)
+    return _report(request, changes=normalise_changes(result.summary.resource_changes))
+
+
+def _refresh(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
+    result = stack.refresh(on_output=on_output, on_error=on_output)
+    return _report(request, changes=normalise_changes(result.summary.resource_changes))
+
+
+def _outputs(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
+    outputs = plain_outputs(stack.outputs())
+    return Report(
+        data={"action": request.action, "stack": request.stack, "ok": True, "outputs": outputs},
+        lines=output_lines(outputs),
+    )
+
+
+_RUNNERS: dict[str, Callable[[StackLike, Request, OnOutput], Report]] = {
+    "preview": _preview,
+    "up": _up,
+    "destroy": _destroy,
+    "refresh": _refresh,
+    "outputs": _outputs,
+}
+
+
+def _report(request: Request, changes: dict[str, int], **extra: Any) -> Report:
+    data = {"action": request.action, "stack": request.stack, "ok": True, "changes": changes}
+    data.update(extra)
+    return Report(data=data, lines=[change_line(request, changes)])
+
+
+def normalise_changes(changes: Mapping[Any, int] | None) -> dict[str, int]:
+    """`{OpType.CREATE: 2}` or `{"create": 2}` → `{"create": 2, "update": 0, ...}`."""
+    counts = dict.fromkeys(MAIN_CHANGES, 0)
+    for kind, count in (changes or {}).items():
+        name = str(getattr(kind, "value", kind))
+        counts[name] = counts.get(name, 0) + int(count)
+    return counts
+
+
+def change_line(request: Request, changes: dict[str, int]) -> str:
+    """`preview dev: 3 create, 1 update, 0 delete, 10 same, 1 replace`."""
+    shown = [kind for kind in changes if kind in MAIN_CHANGES or changes[kind]]
+    counts = ", ".join(f"{changes[kind]} {kind}" for kind in shown)
+    return f"{request.action} {request.stack}: {counts}"
+
+
+def plain_outputs(outputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Stack outputs as plain values; secrets stay masked."""
+    plain: dict[str, Any] = {}
+    for name, output in (outputs or {}).items():
+        plain[name] = "[secret]" if getattr(output, "secret", False) else output.value
+    return plain
+
+
+def output_lines(outputs: Mapping[str, Any]) -> list[str]:
+    if not outputs:
+        return ["outputs: (none)"]
+    return ["outputs:", *(f"  {name}: {value}" for name, value in sorted(outputs.items()))]
+
+
+def _is_pulumi_error(error: Exception) -> bool:
+    module = type(error).__module__
+    # The Automation API raises its own CommandError family, and a plain RuntimeError from
+    # preview when the engine emitted no summary event.
+    return module.startswith("pulumi.automation") or (
+        type(error) is RuntimeError and "summary event" in str(error)
+    )
+
+
+def _pulumi_failure(request: Request, error: Exception) -> str:
+    # CommandError's text is "\n code: N\n stdout: ...\n stderr: ..."; its last stderr line
+    # is Pulumi's own error (the full output has already streamed to the terminal).
+    text = str(error)
+    stdout, _, stderr = text.partition("\n stderr: ")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    lines = lines or [line.strip() for line in stdout.splitlines() if line.strip()]
+    detail = lines[-1] if lines else type(error).__name__
+    detail = detail if len(detail) <= 300 else detail[:297] + "..."
+    return f"error: pulumi {request.action} failed for stack {request.stack!r}: {detail}"

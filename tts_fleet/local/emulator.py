@@ -1,0 +1,177 @@
+"""The embedded AWS of `tts-fleet local`: moto's server in-process, with the stack's queue,
+dead-letter queue and bucket created in it (DESIGN §6: moto stands in for SQS and S3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tts_fleet.spec.config import StackConfig
+
+REGION = "us-east-1"
+# moto accepts any credentials; these keep boto3 from looking for real ones.
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+QUEUE_NAME = "tts-fleet-local-jobs"
+DLQ_NAME = "tts-fleet-local-dlq"
+BUCKET = "tts-fleet-local-outputs"
+SECONDS_PER_DAY = 86_400
+# ListObjectsV2 returns at most 1000 keys per page.
+LIST_PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    visible: int
+    in_flight: int
+    dead_letters: int
+
+    @property
+    def outstanding(self) -> int:
+        """DESIGN §4: visible + in flight, what the scale-out alarm's metric math sums."""
+        return self.visible + self.in_flight
+
+
+class Emulator:
+    """moto's ThreadedMotoServer on 127.0.0.1 and a free port, in this process."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer  # heavy import: only when running locally
+
+        # Werkzeug logs every request at INFO; the live view is the log here.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.endpoint = ""
+
+    def start(self) -> str:
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        return self.endpoint
+
+    def stop(self) -> None:
+        if self.endpoint:
+            self._server.stop()
+            self.endpoint = ""
+
+
+@dataclass(frozen=True)
+class LocalAws:
+    """The emulator's endpoint, the created resources and one client per service."""
+
+    endpoint: str
+    queue_url: str
+    dlq_url: str
+    bucket: str
+    sqs: Any
+    s3: Any
+
+    def env(self) -> dict[str, str]:
+        """What a process (a worker, `tts-fleet submit`) needs to reach the emulator."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            **DUMMY_CREDENTIALS,
+        }
+
+
+def clients(endpoint: str) -> tuple[Any, Any]:
+    import boto3
+
+    session = boto3.session.Session(region_name=REGION, **_lower(DUMMY_CREDENTIALS))
+    return (
+        session.client("sqs", endpoint_url=endpoint),
+        session.client("s3", endpoint_url=endpoint),
+    )
+
+
+def _lower(credentials: dict[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in credentials.items()}
+
+
+def create_resources(endpoint: str, cfg: StackConfig, visibility_seconds: int) -> LocalAws:
+    """The queue, its DLQ (redrive after the stack's maxReceiveCount) and the bucket."""
+    sqs, s3 = clients(endpoint)
+    queue = cfg.queue
+    dlq_url = sqs.create_queue(
+        QueueName=DLQ_NAME,
+        Attributes={"MessageRetentionPeriod": str(queue.dlq_retention_days * SECONDS_PER_DAY)},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}
+    queue_url = sqs.create_queue(
+        QueueName=QUEUE_NAME,
+        Attributes={
+            "VisibilityTimeout": str(visibility_seconds),
+            "MessageRetentionPeriod": str(queue.retention_days * SECONDS_PER_DAY),
+            "RedrivePolicy": json.dumps(redrive),
+        },
+    )["QueueUrl"]
+    s3.create_bucket(Bucket=BUCKET)
+    return LocalAws(endpoint, queue_url, dlq_url, BUCKET, sqs, s3)
+
+
+def queue_counts(aws: LocalAws) -> QueueCounts:
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    jobs = aws.sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=names)
+    dlq = aws.sqs.get_queue_attributes(QueueUrl=aws.dlq_url, AttributeNames=names)
+    attrs, dead = jobs["Attributes"], dlq["Attributes"]
+    return QueueCounts(
+        visible=int(attrs["ApproximateNumberOfMessages"]),
+        in_flight=int(attrs["ApproximateNumberOfMessagesNotVisible"]),
+        dead_letters=sum(int(dead[name]) for name in names),
+    )
+
+
+def list_keys(aws: LocalAws, prefix: str) -> list[str]:
+    paginator = aws.s3.get_paginator("list_objects_v2")
+    keys: list[str] = []
+    pages = paginator.paginate(
+        Bucket=aws.bucket, Prefix=prefix, PaginationConfig={"PageSize": LIST_PAGE_SIZE}
+    )
+    for page in pages:
+        keys.extend(item["Key"] for item in page.get("Contents", []))
+    return keys
+
+
+def download(aws: LocalAws, keys: list[str], prefix: str, directory: Path) -> list[Path]:
+    """Copies each key into `directory`, dropping `prefix` from its name."""
+    if keys:
+        directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for key in keys:
+        path = directory / key.removeprefix(prefix)
+        aws.s3.download_file(aws.bucket, key, str(path))
+        paths.append(path)
+    return paths
+
+
+# ReceiveMessage returns at most 10 messages; the longest visibility hides them for good.
+RECEIVE_MAX_MESSAGES = 10
+MAX_VISIBILITY_SECONDS = 43_200
+
+
+def drain_bodies(aws: LocalAws) -> list[str]:
+    """Every visible message's body, hidden so each is read once (the emulator is about to
+    stop: this is how the jobs still queued survive it)."""
+    bodies: list[str] = []
+    while True:
+        answer = aws.sqs.receive_message(
+            QueueUrl=aws.queue_url,
+            MaxNumberOfMessages=RECEIVE_MAX_MESSAGES,
+            VisibilityTimeout=MAX_VISIBILITY_SECONDS,
+            WaitTimeSeconds=0,
+        )
+        messages = answer.get("Messages", [])
+        if not messages:
+            return bodies
+        bodies.extend(message["Body"] for message in messages)

@@ -1,0 +1,126 @@
+"""Child processes of `tts-fleet local`: spawned in their own session, stopped without orphans.
+
+Each child leads its own process group, so a Ctrl-C in the terminal reaches only the CLI,
+which then drains the workers itself (SIGTERM, as ECS does) and kills what is left. On
+Linux each child also asks the kernel for SIGTERM should the CLI die without cleaning up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+# Loaded before any fork: dlopen in a child forked from a threaded parent can deadlock.
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent() -> None:
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def spawn(argv: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Starts `argv` in a new session, stdout and stderr written to `log_path`.
+
+    PDEATHSIG fires when the spawning *thread* exits, so call this from the main thread.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            argv,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # prctl only, loaded before any fork
+        )
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signals the child's whole process group (the child and anything it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float) -> int:
+    """SIGTERM, wait up to `timeout` seconds, then SIGKILL the group. Returns the exit code."""
+    if proc.poll() is None:
+        signal_group(proc, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    return kill(proc)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> int:
+    """SIGKILL the group (a leftover grandchild too) and reap the child."""
+    signal_group(proc, signal.SIGKILL)
+    return proc.wait()
+
+
+def wait_for_line(
+    log_path: Path,
+    prefix: str,
+    proc: subprocess.Popen[bytes],
+    timeout: float,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> str:
+    """The first line of `log_path` that starts with `prefix`, polling until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not cancelled():
+        with contextlib.suppress(FileNotFoundError):
+            for line in log_path.read_text(errors="replace").splitlines():
+                if line.startswith(prefix):
+                    return line
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with code {proc.returncode} before '{prefix}'")
+        time.sleep(0.05)
+    raise RuntimeError(
+        f"no '{prefix}' line within {timeout:.0f} s" if not cancelled() else "stopped"
+    )
+
+
+def start_speech_server(
+    backend: str,
+    latency_ms: float,
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout: float,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m tts_fleet.local.speech_server` on a free port; returns the process and its URL."""
+    argv = python_module(
+        "tts_fleet.local.speech_server", "--host", "127.0.0.1", "--port", "0", "--backend", backend
+    )
+    if latency_ms > 0:
+        argv += ["--latency-ms", f"{latency_ms:g}"]
+    proc = spawn(argv, env, log_path)
+    try:
+        line = wait_for_line(log_path, "listening on ", proc, timeout, cancelled)
+    except RuntimeError as error:
+        kill(proc)
+        raise RuntimeError(f"speech server ({backend}) {error}; see {log_path}") from None
+    return proc, line.removeprefix("listening on ").strip()

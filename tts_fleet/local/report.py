@@ -1,0 +1,172 @@
+"""The outcome of a local run: summary statistics from the manifests, and the timeline PNG."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tts_fleet.local.scaler import Tick
+
+
+@dataclass(frozen=True)
+class Summary:
+    submitted: int
+    completed: int
+    failed: int
+    invalid_lines: int
+    unfinished: int
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    audio_s: float
+    worker_s: float
+    wall_s: float
+    peak_workers: int
+    ticks: int
+    interrupted: bool
+    out_dir: str
+    timeline: str | None
+
+    @property
+    def ok(self) -> bool:
+        """Every job has audio: nothing failed, nothing left over, no input line skipped."""
+        return self.unfinished == 0 and self.failed == 0 and self.invalid_lines == 0
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("jobs", f"{self.completed} done of {self.submitted} submitted"),
+            ("failed (in the DLQ)", str(self.failed)),
+        ]
+        if self.interrupted:
+            rows.append(("stopped", "interrupted (Ctrl-C or SIGTERM); workers drained"))
+        if self.invalid_lines:
+            rows.append(("invalid input lines (skipped)", str(self.invalid_lines)))
+        if self.unfinished:
+            where = f"{self.out_dir}/unfinished.jsonl"
+            rows.append(("unfinished", f"{self.unfinished}, saved to {where} (use --input)"))
+        rows += [
+            (
+                "latency p50 / p95",
+                f"{_seconds(self.latency_p50_s)} / {_seconds(self.latency_p95_s)}",
+            ),
+            ("audio produced", f"{self.audio_s:.1f} s"),
+            ("worker-seconds used", f"{self.worker_s:.1f} s (peak {_workers(self.peak_workers)})"),
+            ("wall time", f"{self.wall_s:.1f} s over {self.ticks} ticks"),
+            ("outputs (audio + manifests)", self.out_dir),
+            ("logs (workers, speech server)", f"{self.out_dir}/logs"),
+        ]
+        if self.timeline:
+            rows.append(("timeline", self.timeline))
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker" if count == 1 else f"{count} workers"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def latency(manifest: dict[str, Any], submitted_at: float) -> float | None:
+    """Queue wait + synthesis as the worker measured them, else finished_at - submit time."""
+    wait, synth = manifest.get("queue_wait_s"), manifest.get("synth_s")
+    if isinstance(wait, int | float) and isinstance(synth, int | float):
+        return float(wait) + float(synth)
+    finished = _epoch(manifest.get("finished_at"))
+    return None if finished is None else max(0.0, finished - submitted_at)
+
+
+def read_manifests(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    manifests = []
+    for path in paths:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                manifests.append(data)
+    return manifests
+
+
+def audio_seconds(manifests: Sequence[dict[str, Any]]) -> float:
+    return sum(float(m.get("duration_s") or 0.0) for m in manifests)
+
+
+def write_timeline(samples: Sequence[Tick], path: Path, title: str) -> Path:
+    """Backlog, in flight and completed over time above desired and running workers."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display here, and none needed
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 5.8), dpi=110)
+    _jobs_panel(top, samples)
+    top.set_title(title, fontsize="medium")
+    _workers_panel(bottom, samples)
+    for axes in (top, bottom):
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+        axes.grid(alpha=0.25)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def _jobs_panel(axes: Any, samples: Sequence[Tick]) -> None:
+    ticks = [s.tick for s in samples]
+    outstanding = [s.outstanding for s in samples]
+    axes.fill_between(ticks, outstanding, step="post", alpha=0.3, label="outstanding")
+    axes.step(ticks, [s.in_flight for s in samples], where="post", label="in flight")
+    axes.step(ticks, [s.completed for s in samples], where="post", label="completed")
+    axes.set_ylabel("jobs")
+
+
+def _workers_panel(axes: Any, samples: Sequence[Tick]) -> None:
+    ticks = [s.tick for s in samples]
+    desired = [s.desired for s in samples]
+    running = [s.running for s in samples]
+    axes.step(ticks, desired, where="post", linestyle="--", color="black", label="desired")
+    axes.step(ticks, running, where="post", color="tab:orange", label="running")
+    zeros = [0] * len(ticks)
+    axes.fill_between(ticks, zeros, [s.pending for s in samples], step="post",
+                      color="tab:purple", alpha=0.25, label="cold start")  # fmt: skip
+    axes.fill_between(ticks, zeros, [s.stopping for s in samples], step="post",
+                      color="tab:red", alpha=0.25, hatch="//", label="draining")  # fmt: skip
+    kept = [r > d for r, d in zip(running, desired, strict=True)]
+    axes.fill_between(ticks, desired, running, where=kept, step="post", color="tab:orange",
+                      alpha=0.2, label="busy, protected")  # fmt: skip
+    idle = next((s.tick for s in samples if s.alarm == "idle" and s.tick > 1), None)
+    if idle is not None:
+        axes.axvline(idle, color="grey", linestyle=":", label="idle alarm")
+    axes.set_ylabel("workers")
+    axes.set_xlabel("tick (one tick = one CloudWatch minute)")

@@ -1,0 +1,279 @@
+"""`tts-fleet local`: the whole pipeline on one machine (DESIGN §1, §6).
+
+Real here: the worker processes, the `tts_fleet/spec/policy.py` decisions, SQS and S3 semantics
+(moto over HTTP), speech (espeak-ng), the worker's task-protection calls. Stood in for:
+the GPU model (the local speech server), CloudWatch + Application Auto Scaling (the local
+scaler, one tick per CloudWatch minute) and the ECS control plane (the worker pool and a
+stand-in agent endpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from tts_fleet.local import emulator as local_aws
+from tts_fleet.local import procs
+from tts_fleet.local.agent import EcsAgent
+from tts_fleet.local.events import EventLog
+from tts_fleet.local.finish import collect
+from tts_fleet.local.pool import WorkerPool
+from tts_fleet.local.report import Summary
+from tts_fleet.local.scaler import Scaler, Tick
+from tts_fleet.local.view import LiveView
+from tts_fleet.spec.config import StackConfig, load_stack_file, stack_file
+from worker.jobs import Job
+
+# The stack's visibility (300 s default) is sized for a GPU job; here a SIGKILLed worker's
+# message would wait that long to come back. 30 s is the stack's minimum and ample for
+# espeak; the worker's heartbeat extends it for anything longer.
+LOCAL_VISIBILITY_SECONDS = 30
+# How long a stopped worker may drain before SIGKILL (ECS stopTimeout); espeak jobs take
+# well under a second, and Ctrl-C should answer within seconds.
+LOCAL_STOP_TIMEOUT_SECONDS = 5.0
+# Short long polls, so a SIGTERMed worker notices at once (AWS uses 20 s; moto waits on a
+# condition variable, so a short poll costs little).
+LOCAL_WAIT_TIME_SECONDS = 2
+SPEECH_START_TIMEOUT_SECONDS = 60.0
+WORKER_HEALTH_TIMEOUT_SECONDS = 60
+# Like an ECS service stuck restarting failing tasks: give up and show the log instead.
+MAX_CRASHES_WITHOUT_PROGRESS = 5
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    demo: int | None = None
+    input: str | None = None
+    stack: str | None = None
+    project_dir: Path = Path(".")
+    max_workers: int | None = None
+    jobs_per_worker: int | None = None
+    idle_ticks: int | None = None
+    tick: float = 1.0
+    cold_start_ticks: int = 0
+    backend: str = "espeak"
+    speech_latency_ms: float = 0.0
+    visibility_timeout: int = LOCAL_VISIBILITY_SECONDS
+    stop_timeout: float = LOCAL_STOP_TIMEOUT_SECONDS
+    out: Path = Path("out")
+    events: Path | None = None
+    json_output: bool = False
+    keep_running: bool = False
+
+
+def resolve_config(options: LocalOptions) -> StackConfig:
+    """The stack file's config (or the defaults) with the command's scaling overrides."""
+    if options.stack:
+        base = load_stack_file(stack_file(options.stack, options.project_dir))
+    else:
+        base = StackConfig()
+    raw = base.model_dump(by_alias=True, mode="json")
+    overrides = {
+        "maxWorkers": options.max_workers,
+        "jobsPerWorker": options.jobs_per_worker,
+        "idleMinutes": options.idle_ticks,
+    }
+    raw["scaling"].update({key: value for key, value in overrides.items() if value is not None})
+    return StackConfig.from_raw(raw)  # ConfigError names each bad key
+
+
+@dataclass
+class Stopper:
+    """Set by SIGINT/SIGTERM: the first asks for a drain, a second for no waiting."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    hurry: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.stop.is_set():
+            self.hurry.set()
+        self.stop.set()
+
+
+@contextmanager
+def signals_to(stopper: Stopper) -> Iterator[None]:
+    previous = {sig: signal.signal(sig, stopper) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class LocalRun:
+    """One run: services up, jobs in, scaler ticking until settled or stopped, outputs out."""
+
+    def __init__(
+        self, options: LocalOptions, cfg: StackConfig, jobs: list[Job], console: Console
+    ) -> None:
+        self.options = options
+        self.cfg = cfg
+        self.jobs = jobs
+        self.console = console
+        self.stopper = Stopper()
+        self.events = EventLog(options.events)
+        self.samples: list[Tick] = []
+        self.interrupted = False
+        self.submitted: list[str] = []
+        self.submitted_at = time.time()
+        self.log_dir = options.out / "logs"
+        self._crashes_seen = 0
+
+    @property
+    def out_dir(self) -> Path:
+        return self.options.out
+
+    def execute(self, on_ready: Callable[[LocalRun], None]) -> Summary:
+        with signals_to(self.stopper), ExitStack() as stack:
+            stack.callback(self.events.close)
+            self._start_services(stack)
+            on_ready(self)
+            if not self.stopper.stop.is_set():
+                self._submit()
+                self._loop()
+            self.interrupted = self.stopper.stop.is_set()
+            self.pool.shutdown(self.stopper.hurry.is_set)
+            return collect(self)
+
+    def _start_services(self, stack: ExitStack) -> None:
+        emulator = local_aws.Emulator()
+        endpoint = emulator.start()
+        stack.callback(emulator.stop)
+        self.aws = local_aws.create_resources(endpoint, self.cfg, self.options.visibility_timeout)
+        self.events.write("emulator_started", endpoint=endpoint, queue_url=self.aws.queue_url)
+        self.agent = EcsAgent()
+        self.agent.start()
+        stack.callback(self.agent.stop)
+        speech, url = procs.start_speech_server(
+            self.options.backend,
+            self.options.speech_latency_ms,
+            self.base_env(),
+            self.log_dir / "speech-server.log",
+            SPEECH_START_TIMEOUT_SECONDS,
+            self.stopper.stop.is_set,
+        )
+        stack.callback(procs.stop, speech, 3.0)
+        self.speech = speech
+        self.speech_url = url
+        self.events.write("speech_server_started", pid=speech.pid, url=url)
+        self.pool = WorkerPool(
+            self.worker_env(), self.agent, self.log_dir, self.options.stop_timeout, self.events
+        )
+        stack.callback(self.pool.shutdown, lambda: True)  # on an error: no drain, no orphans
+        self.scaler = Scaler(
+            self.cfg.scaling,
+            self.pool,
+            lambda: local_aws.queue_counts(self.aws),
+            self._completed,
+            self.events,
+            self.options.cold_start_ticks,
+        )
+
+    def base_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def worker_env(self) -> dict[str, str]:
+        """DESIGN §3.4, pointed at the emulator, the speech server and local timings."""
+        worker = self.cfg.worker
+        return {
+            **self.base_env(),
+            **self.aws.env(),
+            "QUEUE_URL": self.aws.queue_url,
+            "DLQ_URL": self.aws.dlq_url,
+            "OUTPUT_BUCKET": self.aws.bucket,
+            "OUTPUT_PREFIX": "",
+            "SPEECH_URL": self.speech_url,
+            "SPEECH_MODEL": worker.model,
+            "CONCURRENCY": str(worker.concurrency),
+            "VISIBILITY_TIMEOUT": str(self.options.visibility_timeout),
+            "MAX_TEXT_CHARS": str(worker.max_text_chars),
+            "WAIT_TIME_SECONDS": str(LOCAL_WAIT_TIME_SECONDS),
+            "STOP_TIMEOUT_SECONDS": f"{self.options.stop_timeout:g}",
+            "HEALTH_TIMEOUT_SECONDS": str(WORKER_HEALTH_TIMEOUT_SECONDS),
+        }
+
+    def _completed(self) -> int:
+        return sum(1 for key in local_aws.list_keys(self.aws, "outputs/") if key.endswith(".json"))
+
+    def _submit(self) -> None:
+        from tts_fleet.client.submit import submit_jobs
+
+        if not self.jobs:
+            return
+        self.submitted_at = time.time()
+        report = submit_jobs(self.aws.sqs, self.aws.queue_url, self.jobs)
+        self.submitted = list(report.sent)
+        for job_id, reason in report.failed.items():
+            self.console.print(f"not sent: {job_id}: {reason}", markup=False, highlight=False)
+        self.events.write("submitted", sent=len(report.sent), failed=len(report.failed))
+
+    def _loop(self) -> None:
+        with LiveView(self.console) as view:
+            while True:
+                sample = self.scaler.step()
+                self.samples.append(sample)
+                view.update(sample, len(self.submitted))
+                self._check_health(view, sample)
+                if not self.options.keep_running and self.scaler.settled(sample):
+                    return
+                if self.stopper.stop.wait(self.options.tick):
+                    return
+
+    def _check_health(self, view: LiveView, sample: Tick) -> None:
+        """Says when a worker dies on its own; stops a run that cannot make progress."""
+        crashed = self.pool.crashed
+        for task in crashed[self._crashes_seen :]:
+            code = task.proc.returncode if task.proc else None
+            view.note(f"{task.id} exited on its own (code {code}); log: {self.pool.log_of(task)}")
+        self._crashes_seen = len(crashed)
+        if len(crashed) >= MAX_CRASHES_WITHOUT_PROGRESS and sample.completed == 0:
+            log = self.pool.log_of(crashed[-1])
+            raise RuntimeError(f"workers keep exiting and none finished a job; see {log}")
+        if self.speech.poll() is not None:
+            log = self.log_dir / "speech-server.log"
+            raise RuntimeError(
+                f"the speech server exited (code {self.speech.returncode}); see {log}"
+            )
+
+    def connection_env(self) -> dict[str, str]:
+        """What another terminal needs to `tts-fleet submit` to this run."""
+        return {
+            **self.aws.env(),
+            "TTS_FLEET_QUEUE_URL": self.aws.queue_url,
+            "TTS_FLEET_DLQ_URL": self.aws.dlq_url,
+            "TTS_FLEET_BUCKET": self.aws.bucket,
+        }
+
+
+def summary_json(summary: Summary) -> str:
+    return json.dumps(summary.to_json(), indent=2)
+
+
+def jobs_for(options: LocalOptions, cfg: StackConfig) -> tuple[list[Job], list[str]]:
+    """The demo jobs or the user's input, and one line per invalid input."""
+    if options.demo:
+        from tts_fleet.local.demo import demo_jobs
+
+        return demo_jobs(options.demo), []
+    if options.input:
+        from tts_fleet.client.inputs import load_jobs
+
+        loaded = load_jobs(options.input, cfg.worker.max_text_chars)
+        return loaded.valid, [line.describe() for line in loaded.invalid]
+    return [], []
+
+
+def describe_env(env: dict[str, str]) -> Iterator[str]:
+    for key, value in env.items():
+        yield f"export {key}={value}"

@@ -1,0 +1,139 @@
+"""Choosing the idle windows from a trace: sweep, Pareto frontier, recommendation.
+
+AWS leaves the idle window as "a workload measurement problem". Here it is measured: every
+(idleMinutes, hostIdleSeconds) pair of the grid is simulated on the user's trace with the
+real policy, and the frontier of cost against p95 latency is what the user chooses from.
+Extra GPU-hours are reported against the configured setting, so a faster answer shows what
+it burns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tts_fleet.sim.engine import simulate
+from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.sim.report import HOURS_PER_MONTH, CostRates
+from tts_fleet.sim.traces import Trace
+
+IDLE_MINUTES = (1, 2, 3, 5, 10, 15, 20, 30, 60)
+HOST_IDLE_SECONDS = (0, 60, 300, 900, 1800, 3600)
+RUNS = len(IDLE_MINUTES) * len(HOST_IDLE_SECONDS) + 1  # the grid and the configured setting
+
+
+@dataclass(frozen=True)
+class Point:
+    idle_minutes: int
+    host_idle_seconds: int
+    p95_s: float
+    gpu_hours: float
+    cost_usd: float  # GPU + floor over the common period (the longest run of the sweep)
+    monthly_usd: float  # the same, were the trace repeated for a 730-hour month
+
+
+def _run(
+    trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int
+) -> dict[str, Any]:
+    return simulate(trace, profile, policy, rates, seed).summary
+
+
+def _points(summaries: list[dict[str, Any]], rates: CostRates) -> list[Point]:
+    """Costs over one common period, so a longer idle tail is not spread over more hours."""
+    period_h = max(s["period_s"] for s in summaries) / 3600.0
+    floor = rates.floor_monthly_usd * period_h / HOURS_PER_MONTH
+    points = []
+    for s in summaries:
+        cost = s["gpu_usd"] + floor
+        points.append(
+            Point(
+                idle_minutes=s["settings"]["idle_minutes"],
+                host_idle_seconds=s["settings"]["host_idle_seconds"],
+                p95_s=s["latency_s"]["p95"],
+                gpu_hours=s["gpu_instance_hours"],
+                cost_usd=round(cost, 2),
+                monthly_usd=round(cost * HOURS_PER_MONTH / period_h, 2),
+            )
+        )
+    return points
+
+
+def sweep(
+    trace: Trace,
+    profile: Profile,
+    base: PolicySetup,
+    rates: CostRates,
+    seed: int = 0,
+    progress: Callable[[], None] | None = None,
+) -> list[Point]:
+    """The grid, then the configured setting last; `progress` is called after each run."""
+    settings = [base.with_windows(i, h) for i in IDLE_MINUTES for h in HOST_IDLE_SECONDS]
+    summaries = []
+    for policy in [*settings, base]:
+        summaries.append(_run(trace, profile, policy, rates, seed))
+        if progress is not None:
+            progress()
+    return _points(summaries, rates)
+
+
+def pareto(points: list[Point]) -> list[Point]:
+    """Settings no other setting beats on both cost and p95, cheapest first."""
+    frontier: list[Point] = []
+    for point in sorted(points, key=lambda p: (p.cost_usd, p.p95_s, p.gpu_hours)):
+        if not frontier or point.p95_s < frontier[-1].p95_s:
+            frontier.append(point)
+    return frontier
+
+
+def recommend(
+    points: list[Point], max_p95_s: float | None, max_monthly_usd: float | None
+) -> Point | None:
+    """Cheapest within the latency bound, or fastest within the budget (or both bounds)."""
+    fits = [
+        p
+        for p in points
+        if (max_p95_s is None or p.p95_s <= max_p95_s)
+        and (max_monthly_usd is None or p.monthly_usd <= max_monthly_usd)
+    ]
+    if not fits:
+        return None
+    if max_p95_s is not None:
+        return min(fits, key=lambda p: (p.cost_usd, p.p95_s, p.idle_minutes))
+    return min(fits, key=lambda p: (p.p95_s, p.cost_usd, p.idle_minutes))
+
+
+def advise(
+    trace: Trace,
+    profile: Profile,
+    base: PolicySetup,
+    rates: CostRates,
+    *,
+    max_p95_s: float | None = None,
+    max_monthly_usd: float | None = None,
+    seed: int = 0,
+    progress: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    *points, baseline = sweep(trace, profile, base, rates, seed, progress)
+    choice = recommend(points, max_p95_s, max_monthly_usd)
+    cheapest = min(points, key=lambda p: (p.cost_usd, p.p95_s))
+    result: dict[str, Any] = {
+        "trace": trace.name,
+        "jobs": len(trace.arrivals),
+        "profile": profile.name,
+        "bounds": {"max_p95_s": max_p95_s, "max_monthly_usd": max_monthly_usd},
+        "baseline": asdict(baseline),
+        "cheapest": asdict(cheapest),
+        "frontier": [asdict(p) for p in pareto(points)],
+        "points": [asdict(p) for p in points],
+        "recommendation": None,
+    }
+    if choice is not None:
+        result["recommendation"] = {
+            **asdict(choice),
+            "extra_gpu_hours": round(choice.gpu_hours - baseline.gpu_hours, 4),
+            "extra_usd": round(choice.cost_usd - baseline.cost_usd, 2),
+            "extra_gpu_hours_vs_cheapest": round(choice.gpu_hours - cheapest.gpu_hours, 4),
+            "extra_usd_vs_cheapest": round(choice.cost_usd - cheapest.cost_usd, 2),
+        }
+    return result

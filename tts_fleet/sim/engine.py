@@ -1,0 +1,312 @@
+"""Discrete-event simulation of a scaling policy on a workload trace (DESIGN §4, §6).
+
+- arrivals join one FIFO queue; outstanding = visible + in flight;
+- CloudWatch: a minute's datapoint is its maximum outstanding (the alarms use Maximum),
+  published `metric_lag_s` after the minute ends;
+- each minute the real `tts_fleet.spec.policy.AlarmModel` turns the published datapoints into the
+  desired count, as Application Auto Scaling applies the ExactCapacity step (and re-applies
+  it every minute the alarm stays in ALARM). Both alarms read one snapshot of the series, so
+  they are never in ALARM together (scale-out needs the latest datapoint ≥ 1, idle needs it
+  ≤ 0). In AWS the two alarms are evaluated separately and may, for one minute, see different
+  snapshots; both policies then act, in either order, and the next minute settles it (idle
+  goes OK once it sees the datapoint). The model takes the settled outcome;
+- the ECS service reconciles: a new task takes a warm host (kept `host_idle_seconds`: no
+  provisioning, no pull) or a cold one (provisioning, pull, model load, warm-up); surplus
+  tasks stop pending-first, then idle ones; busy tasks are protected until idle;
+- a task stopped while pending (scale-in before it ran) is no start, cold or warm: it is
+  counted as cancelled. Its host, if still launching, registers with no task and is idle
+  from then (no pull: the pull is a task's); a new task may still claim it, else it goes
+  after `host_idle_seconds` and is billed from launch to then;
+- workers have `concurrency` slots and the profile's batching latency.
+
+Only events cost time (completions, task/host transitions, one tick per minute, skipped while
+nothing happens), so 100,000 jobs take well under a second. The only randomness is host
+provisioning jitter, from `seed`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from bisect import bisect_left, bisect_right
+
+from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.sim.report import CostRates, Sample, SimResult, summarise
+from tts_fleet.sim.state import Fleet, Host, Task
+from tts_fleet.sim.traces import Trace
+from tts_fleet.spec.policy import AlarmModel
+
+MINUTE = 60.0
+# Event kinds, in the order they run at the same instant: a finishing job frees its slot
+# before anything else looks at the queue; the minute's datapoint closes before a job that
+# arrives exactly on the boundary (it belongs to the next minute); that job reaches an idle
+# worker before the alarm evaluation, as a long-polling worker would (AAS and ECS take
+# seconds to stop a task).
+_DONE, _CLOSE, _ARRIVAL, _READY, _EXPIRE, _TICK = range(6)
+# The fleet never settles with min_workers > 0; stop this long after the trace at the latest.
+MAX_TAIL_S = 30 * 86400.0
+
+
+class Simulation:
+    def __init__(self, trace: Trace, profile: Profile, policy: PolicySetup, seed: int = 0):
+        self.trace, self.profile, self.policy = trace, profile, policy
+        self.rng = random.Random(seed)
+        self.alarm = AlarmModel(policy.scaling)
+        self.arrivals = trace.arrivals
+        self.finish = [math.nan] * len(trace.arrivals)
+        self.arrived = self.started = self.done = 0
+        self.fleet = Fleet()
+        # (time, kind, seq, payload): seq is unique, so payloads are never compared.
+        self.events: list[tuple[float, int, int, tuple[int, int]]] = []
+        self.seq = 0
+        self.free: list[tuple[int, int]] = []  # (in_flight, task id) with a free slot, lazy
+        self.series: list[float] = []  # one datapoint per minute, index = minute
+        self.minute_max = 0
+        self.samples: list[Sample] = []
+
+    # -- event plumbing --------------------------------------------------------------
+    def _push(self, time: float, kind: int, payload: tuple[int, int] = (0, 0)) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (time, kind, self.seq, payload))
+
+    def run(self) -> tuple[list[float], list[Sample], Fleet, float]:
+        self._push(MINUTE, _CLOSE)
+        self._push(MINUTE, _TICK)
+        self._warm_floor()
+        self.samples.append(self._sample(0.0))
+        handlers = {
+            _DONE: self._job_done,
+            _CLOSE: self._close_minute,
+            _READY: self._task_ready,
+            _EXPIRE: self._host_expire,
+        }
+        n = len(self.arrivals)
+        while self.events:
+            time, kind, _, payload = self.events[0]
+            if self.arrived < n and (self.arrivals[self.arrived], _ARRIVAL) < (time, kind):
+                self._arrive(time, kind)
+                continue
+            heapq.heappop(self.events)
+            if kind == _TICK:
+                if self._tick(time):
+                    return self.finish, self.samples, self.fleet, time
+            else:
+                handlers[kind](time, payload)
+        raise AssertionError("the minute tick always reschedules itself")
+
+    # -- queue and workers -------------------------------------------------------------
+    def _arrive(self, until: float, kind: int) -> None:
+        """Arrivals before the next event. With jobs already waiting no slot is free, so a
+        whole stretch (a burst) is one step; otherwise one instant at a time, dispatched."""
+        side = bisect_right if kind > _ARRIVAL else bisect_left
+        limit = side(self.arrivals, until)
+        now = self.arrivals[self.arrived]
+        if self.started == self.arrived:
+            limit = min(limit, bisect_right(self.arrivals, now))
+        self.arrived = limit
+        self.minute_max = max(self.minute_max, self.arrived - self.done)
+        self._dispatch(self.arrivals[limit - 1])
+
+    def _dispatch(self, now: float) -> None:
+        concurrency = self.policy.concurrency
+        batching = self.profile.batching
+        while self.started < self.arrived and self.free:
+            in_flight, task_id = heapq.heappop(self.free)
+            task = self.fleet.tasks.get(task_id)
+            if task is None or not task.ready or task.in_flight != in_flight:
+                continue  # stale entry
+            task.in_flight += 1
+            self._push(now + batching.latency(task.in_flight), _DONE, (self.started, task_id))
+            self.started += 1
+            if task.in_flight < concurrency:
+                heapq.heappush(self.free, (task.in_flight, task_id))
+
+    def _job_done(self, now: float, payload: tuple[int, int]) -> None:
+        job, task_id = payload
+        self.finish[job] = now
+        self.done += 1
+        task = self.fleet.tasks[task_id]
+        task.in_flight -= 1
+        heapq.heappush(self.free, (task.in_flight, task_id))
+        self._dispatch(now)
+        if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
+            self._stop(now, task_id)  # protection dropped with the last job: ECS stops it now
+
+    # -- ECS service and Managed Instances -----------------------------------------------
+    def _reconcile(self, now: float) -> None:
+        fleet = self.fleet
+        for _ in range(fleet.desired - len(fleet.tasks)):
+            self._start_task(now)
+        surplus = len(fleet.tasks) - fleet.desired
+        if surplus <= 0:
+            return
+        # Pending tasks do no work: stop those first (newest first), then idle ones. Busy
+        # tasks are protected; `_job_done` stops them when their last job finishes.
+        order = sorted(fleet.tasks.items(), key=lambda kv: (kv[1].ready, -kv[0]))
+        for task_id, task in order:
+            if surplus == 0:
+                break
+            if task.in_flight == 0:
+                self._stop(now, task_id)
+                surplus -= 1
+
+    def _warm_floor(self) -> None:
+        """minWorkers > 0 is an always-on fleet: it is already up when the trace starts."""
+        fleet = self.fleet
+        fleet.desired = self.policy.scaling.min_workers
+        for _ in range(fleet.desired):
+            host = Host(len(fleet.hosts), 0.0, 0.0, image_at=0.0, task=fleet.next_task)
+            fleet.hosts.append(host)
+            fleet.tasks[fleet.next_task] = Task(host, cold=False, ready=True)
+            heapq.heappush(self.free, (0, fleet.next_task))
+            fleet.next_task += 1
+
+    def _start_task(self, now: float) -> None:
+        fleet, profile = self.fleet, self.profile
+        placed = now + profile.task_placement_s
+        host = self._claim_host(placed)
+        if host.image_at is None:  # this task's pull starts once the host has registered
+            host.image_at = max(placed, host.provisioned_at) + profile.pull_s
+        task_id = fleet.next_task
+        fleet.next_task += 1
+        host.task = task_id
+        # Warm: the host is up with the image pulled; else the task waits for provisioning.
+        fleet.tasks[task_id] = Task(host, cold=host.image_at > placed)
+        ready = max(placed, host.image_at) + profile.model_load_s + profile.warmup_s
+        self._push(ready, _READY, (task_id, 0))
+
+    def _claim_host(self, placed: float) -> Host:
+        """A spare host (warm, or still launching for a cancelled task), readiest first; else
+        a new one. One task per host: the capacity provider launches instances with exactly
+        gpu.gpuCount GPUs and the task definition asks for all of them."""
+        fleet, profile = self.fleet, self.profile
+        if fleet.spare:
+            pull = profile.pull_s
+
+            def image_ready(h: Host) -> float:
+                return h.image_at if h.image_at is not None else h.provisioned_at + pull
+
+            host = min(fleet.spare.values(), key=lambda h: (image_ready(h), h.index))
+            del fleet.spare[host.index]
+            return host
+        provisioning = profile.host_provisioning_s + self.rng.uniform(
+            0.0, profile.host_provisioning_jitter_s
+        )
+        host = Host(len(fleet.hosts), placed, placed + provisioning)
+        fleet.hosts.append(host)
+        return host
+
+    def _task_ready(self, now: float, payload: tuple[int, int]) -> None:
+        task_id = payload[0]
+        task = self.fleet.tasks.get(task_id)
+        if task is None:
+            return  # stopped while pending
+        task.ready = True
+        if task.cold:
+            self.fleet.cold_starts += 1
+        else:
+            self.fleet.warm_starts += 1
+        heapq.heappush(self.free, (0, task_id))
+        self._dispatch(now)
+        if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
+            self._stop(now, task_id)
+
+    def _stop(self, now: float, task_id: int) -> None:
+        task = self.fleet.tasks.pop(task_id)
+        assert task.in_flight == 0, "a busy task is protected from scale-in"
+        host = task.host
+        host.task = None
+        host.token += 1
+        if not task.ready:
+            self.fleet.cancelled_starts += 1
+            if host.image_at is not None and host.image_at > now:
+                host.image_at = None  # the stopped task's pull is abandoned with it
+        self.fleet.spare[host.index] = host
+        keep = self.policy.host_idle_seconds
+        if keep >= 0:  # -1: Managed Instances never scales the idle host in
+            # A host still launching for a cancelled task idles from when it registers: the
+            # sample (scaleInAfter 0) terminates it then unless a new task has claimed it.
+            idle_from = max(now, host.provisioned_at)
+            self._push(idle_from + keep, _EXPIRE, (host.index, host.token))
+
+    def _host_expire(self, now: float, payload: tuple[int, int]) -> None:
+        index, token = payload
+        host = self.fleet.hosts[index]
+        if host.task is None and host.token == token:  # not reused since it went idle
+            host.gone = now
+            del self.fleet.spare[index]
+
+    # -- CloudWatch, alarms, Application Auto Scaling --------------------------------------
+    def _close_minute(self, now: float, payload: tuple[int, int]) -> None:
+        self.series.append(self.minute_max)
+        self.minute_max = self.arrived - self.done
+
+    def _tick(self, now: float) -> bool:
+        """Minute boundary: evaluate the alarms, reconcile; True when the run is over."""
+        published = max(0, math.floor((now - self.profile.metric_lag_s) / MINUTE + 1e-9))
+        window = self.series[max(0, published - self.policy.scaling.idle_minutes) : published]
+        target = self.alarm.evaluate(window, self.fleet.desired)
+        scaling = self.policy.scaling
+        self.fleet.desired = max(scaling.min_workers, min(scaling.max_workers, target))
+        self._reconcile(now)
+        self.samples.append(self._sample(now))
+        if self._finished(now):
+            return True
+        nxt = self._next_tick(now)
+        self._push(nxt, _CLOSE)
+        self._push(nxt, _TICK)
+        return False
+
+    def _sample(self, now: float) -> Sample:
+        running = sum(1 for t in self.fleet.tasks.values() if t.ready)
+        return Sample(now, self.arrived - self.done, self.fleet.desired, running, self.done)
+
+    def _finished(self, now: float) -> bool:
+        if now > self.trace.horizon_s + MAX_TAIL_S:
+            return True
+        if self.done < len(self.arrivals) or now < self.trace.horizon_s:
+            return False
+        settled = len(self.fleet.tasks) <= self.policy.scaling.min_workers
+        idle_hosts = self.policy.host_idle_seconds >= 0 and bool(self.fleet.spare)
+        return settled and self.fleet.desired == self.policy.scaling.min_workers and not idle_hosts
+
+    def _next_tick(self, now: float) -> float:
+        """The next minute, or — fleet at zero, nothing queued — the arrival's minute."""
+        nxt = now + MINUTE
+        unpublished = math.ceil(self.profile.metric_lag_s / MINUTE) + 1
+        quiet = (
+            self.minute_max == 0
+            and not any(self.series[-unpublished:])  # a late datapoint may still scale out
+            and self.arrived == self.done
+            and self.arrived < len(self.arrivals)
+            and self.fleet.desired == 0
+            and not self.fleet.tasks
+            and not self.fleet.spare
+        )
+        if not quiet:
+            return nxt
+        target = max(nxt, math.floor(self.arrivals[self.arrived] / MINUTE) * MINUTE)
+        # The skipped minutes had nothing outstanding: their datapoints are zeros.
+        self.series.extend([0] * round((target - nxt) / MINUTE))
+        self.minute_max = 0
+        return target
+
+
+def simulate(
+    trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int = 0
+) -> SimResult:
+    sim = Simulation(trace, profile, policy, seed)
+    finish, samples, fleet, end = sim.run()
+    gpu_seconds = sum((h.gone if h.gone is not None else end) - h.launched for h in fleet.hosts)
+    return summarise(
+        trace=trace,
+        profile=profile,
+        policy=policy,
+        rates=rates,
+        finish=finish,
+        samples=samples,
+        gpu_seconds=gpu_seconds,
+        end=end,
+        starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, len(fleet.hosts)),
+    )

@@ -1,0 +1,375 @@
+"""The stack config contract (DESIGN §3.1): pydantic models, one loader, readable errors.
+
+Every field has a default, so an empty stack file deploys a working dev stack. A bad value
+fails before any resource exists, one line per problem, naming the full key
+(`tts-fleet:scaling.maxWorkers: ...`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+NAMESPACE = "tts-fleet"
+
+# CloudWatch evaluates an alarm over at most one day of 1-minute periods.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html
+MAX_IDLE_MINUTES = 1440
+# SQS visibility timeout range, seconds. https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
+MIN_VISIBILITY_SECONDS = 30  # shorter than this, the worker's heartbeat cannot keep up
+MAX_VISIBILITY_SECONDS = 43_200
+# SQS message retention: 1 minute to 14 days.
+MAX_RETENTION_DAYS = 14
+# ECS Managed Instances infrastructureOptimization.scaleInAfter: -1 (off) or 0..3600 s.
+MAX_HOST_IDLE_SECONDS = 3600
+# ECS container stopTimeout ceiling (seconds) before SIGKILL.
+MAX_STOP_TIMEOUT_SECONDS = 120
+
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(root|(user|role)/[\w+=,.@/-]+)$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# Application Auto Scaling cron: cron(minutes hours day-of-month month day-of-week year).
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*?,/#L W-]+$")
+
+
+class ConfigError(Exception):
+    """Stack config problems, one readable line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+    )
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        """Cross-field rules as (camelCase field path, message); empty when valid."""
+        return []
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> _Section:
+        problems = self.rule_problems()
+        if problems:
+            raise PydanticCustomError(
+                "config_rules",
+                "{summary}",
+                {"summary": "; ".join(m for _, m in problems), "problems": problems},
+            )
+        return self
+
+
+class Range(_Section):
+    min: int = Field(ge=1)
+    max: int = Field(ge=1)
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        if self.min > self.max:
+            return [("max", f"must be >= min ({self.max} < {self.min})")]
+        return []
+
+
+class Schedule(_Section):
+    cron: str
+    min_workers: int = Field(ge=0)
+    max_workers: int = Field(ge=1)
+
+    @property
+    def expression(self) -> str:
+        """The Application Auto Scaling schedule string."""
+        return f"cron({cron_body(self.cron)})"
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        problems = [("cron", p) for p in cron_problems(self.cron)]
+        if self.min_workers > self.max_workers:
+            problems.append(
+                ("maxWorkers", f"must be >= minWorkers ({self.max_workers} < {self.min_workers})")
+            )
+        return problems
+
+
+def cron_body(cron: str) -> str:
+    text = cron.strip()
+    if text.startswith("cron(") and text.endswith(")"):
+        text = text[5:-1]
+    return " ".join(text.split())
+
+
+def cron_problems(cron: str) -> list[str]:
+    """Checks an AWS 6-field cron (minutes hours day-of-month month day-of-week year)."""
+    fields = cron_body(cron).split(" ")
+    if len(fields) != 6:
+        return [
+            f"must have 6 fields (minutes hours day-of-month month day-of-week year), "
+            f"got {len(fields)} in {cron!r}; e.g. 'cron(0 8 ? * MON-FRI *)'"
+        ]
+    bad = [f for f in fields if not _CRON_FIELD.match(f)]
+    if bad:
+        return [f"invalid field {bad[0]!r} in {cron!r}"]
+    if (fields[2] == "?") == (fields[4] == "?"):
+        return [f"exactly one of day-of-month and day-of-week must be '?' in {cron!r}"]
+    for (name, low, high), field in zip(_CRON_RANGES, fields, strict=False):
+        for number in re.findall(r"\d+", field.split("/")[0]):
+            if not low <= int(number) <= high:
+                return [f"{name} {number} is outside {low}-{high} in {cron!r}"]
+    return []
+
+
+# Numeric ranges of the first four AWS cron fields (day-of-week and year are left to AWS).
+_CRON_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12))
+
+
+class ScalingConfig(_Section):
+    min_workers: int = Field(0, ge=0)
+    max_workers: int = Field(4, ge=1)
+    jobs_per_worker: int = Field(8, ge=1)
+    idle_minutes: int = Field(5, ge=1, le=MAX_IDLE_MINUTES)
+    host_idle_seconds: int = Field(300, ge=-1, le=MAX_HOST_IDLE_SECONDS)
+    schedules: tuple[Schedule, ...] = ()
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        if self.min_workers > self.max_workers:
+            return [
+                ("maxWorkers", f"must be >= minWorkers ({self.max_workers} < {self.min_workers})")
+            ]
+        # The step bands stop at maxWorkers, so a schedule cannot raise the fleet above it.
+        return [
+            (
+                f"schedules[{i}].maxWorkers",
+                f"must be <= scaling.maxWorkers ({entry.max_workers} > {self.max_workers})",
+            )
+            for i, entry in enumerate(self.schedules)
+            if entry.max_workers > self.max_workers
+        ]
+
+
+class NetworkConfig(_Section):
+    mode: Literal["nat", "endpoints", "existing"] = "nat"
+    az_count: int = Field(2, ge=1, le=6)
+    nat_gateways: Literal["single", "one-per-az"] = "single"
+    vpc_id: str = ""
+    subnet_ids: tuple[str, ...] = ()
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if self.mode == "existing":
+            if not _VPC_ID.match(self.vpc_id):
+                problems.append(("vpcId", "existing mode needs a VPC id like 'vpc-0abc12345'"))
+            if len(self.subnet_ids) < 2:
+                problems.append(
+                    (
+                        "subnetIds",
+                        f"existing mode needs at least 2 private subnet ids in "
+                        f"different AZs (got {len(self.subnet_ids)})",
+                    )
+                )
+            for i, subnet in enumerate(self.subnet_ids):
+                if not _SUBNET_ID.match(subnet):
+                    problems.append((f"subnetIds[{i}]", f"{subnet!r} is not a subnet id"))
+        else:
+            if self.vpc_id:
+                problems.append(
+                    ("vpcId", f"only used when mode is 'existing' (mode is {self.mode!r})")
+                )
+            if self.subnet_ids:
+                problems.append(
+                    ("subnetIds", f"only used when mode is 'existing' (mode is {self.mode!r})")
+                )
+        return problems
+
+
+class GpuConfig(_Section):
+    min_gpu_memory_gib: int = Field(20, ge=1, le=1536)
+    gpu_count: int = Field(1, ge=1, le=16)
+    vcpu: Range = Range(min=4, max=96)
+    memory_gib: Range = Range(min=16, max=512)
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    allowed_instance_types: tuple[str, ...] = ()
+    storage_gib: int = Field(100, ge=30, le=16_384)
+
+
+class QueueConfig(_Section):
+    visibility_timeout_seconds: int = Field(
+        300, ge=MIN_VISIBILITY_SECONDS, le=MAX_VISIBILITY_SECONDS
+    )
+    max_receive_count: int = Field(5, ge=1, le=1000)
+    retention_days: int = Field(4, ge=1, le=MAX_RETENTION_DAYS)
+    dlq_retention_days: int = Field(14, ge=1, le=MAX_RETENTION_DAYS)
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        # A standard queue keeps a message's original enqueue time in the DLQ, so a shorter
+        # DLQ retention would silently drop redriven failures.
+        if self.dlq_retention_days < self.retention_days:
+            return [
+                (
+                    "dlqRetentionDays",
+                    f"must be >= retentionDays ({self.dlq_retention_days} < {self.retention_days})",
+                )
+            ]
+        return []
+
+
+class WorkerConfig(_Section):
+    image: str = ""
+    model: str = Field("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", min_length=1)
+    concurrency: int = Field(4, ge=1, le=64)
+    stop_timeout_seconds: int = Field(120, ge=2, le=MAX_STOP_TIMEOUT_SECONDS)
+    max_text_chars: int = Field(20_000, ge=1, le=200_000)
+
+
+class OutputsConfig(_Section):
+    expire_days: int = Field(30, ge=0, le=3650)
+
+
+class AlertsConfig(_Section):
+    email: str = ""
+    monthly_budget_usd: float | None = Field(None, gt=0)
+    max_queue_age_minutes: int = Field(60, ge=1, le=20_160)
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        if self.email and not _EMAIL.match(self.email):
+            return [("email", f"{self.email!r} is not an email address")]
+        return []
+
+
+class ProducersConfig(_Section):
+    principal_arns: tuple[str, ...] = ()
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        return [
+            (f"principalArns[{i}]", f"{arn!r} is not an IAM account, user or role ARN")
+            for i, arn in enumerate(self.principal_arns)
+            if not _PRINCIPAL_ARN.match(arn)
+        ]
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    "scaling": ScalingConfig,
+    "network": NetworkConfig,
+    "gpu": GpuConfig,
+    "queue": QueueConfig,
+    "worker": WorkerConfig,
+    "outputs": OutputsConfig,
+    "alerts": AlertsConfig,
+    "producers": ProducersConfig,
+}
+
+
+class StackConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scaling: ScalingConfig = ScalingConfig()
+    network: NetworkConfig = NetworkConfig()
+    gpu: GpuConfig = GpuConfig()
+    queue: QueueConfig = QueueConfig()
+    worker: WorkerConfig = WorkerConfig()
+    outputs: OutputsConfig = OutputsConfig()
+    alerts: AlertsConfig = AlertsConfig()
+    producers: ProducersConfig = ProducersConfig()
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> StackConfig:
+        """Validates `{section: value}`; raises ConfigError listing every problem."""
+        problems: list[str] = []
+        sections: dict[str, _Section] = {}
+        for name, value in raw.items():
+            model = SECTIONS.get(name)
+            if model is None:
+                problems.append(f"{NAMESPACE}:{name}: unknown key{_suggest(name, SECTIONS)}")
+                continue
+            try:
+                sections[name] = model.model_validate(value)
+            except ValidationError as error:
+                problems.extend(_format_errors(name, model, error))
+        if problems:
+            raise ConfigError(problems)
+        return cls(**sections)
+
+
+def load_stack_file(path: str | Path) -> StackConfig:
+    """Validates the `tts-fleet:*` keys of a `Pulumi.<stack>.yaml` without the Pulumi engine."""
+    import yaml
+
+    document = yaml.safe_load(Path(path).read_text()) or {}
+    entries = document.get("config") or {}
+    raw: dict[str, Any] = {}
+    for full_key, value in entries.items():
+        namespace, _, name = str(full_key).partition(":")
+        if namespace == NAMESPACE:
+            raw[name] = value
+    return StackConfig.from_raw(raw)
+
+
+def stack_file(stack: str, project_dir: str | Path = ".") -> Path:
+    return Path(project_dir) / f"Pulumi.{stack}.yaml"
+
+
+def _format_errors(section: str, model: type[_Section], error: ValidationError) -> list[str]:
+    lines: list[str] = []
+    for item in error.errors():
+        base = _key_path(section, item["loc"])
+        if item["type"] == "config_rules":
+            for field, message in item["ctx"]["problems"]:
+                lines.append(f"{base}.{field}: {message}")
+        elif item["type"] == "extra_forbidden":
+            leaf = str(item["loc"][-1])
+            known = _known_fields(model, item["loc"][:-1])
+            lines.append(f"{base}: unknown key{_suggest(leaf, known)}")
+        else:
+            lines.append(f"{base}: {_friendly(item)}")
+    return lines
+
+
+def _key_path(section: str, loc: tuple[Any, ...]) -> str:
+    path = f"{NAMESPACE}:{section}"
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in current.model_fields.items() if part in (n, f.alias)), None)
+        annotation = getattr(field, "annotation", None)
+        inner = getattr(annotation, "__args__", (annotation,))
+        current = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if current is None:
+            return []
+    return [f.alias or n for n, f in current.model_fields.items()]
+
+
+def _suggest(name: str, known: Mapping[str, Any] | list[str]) -> str:
+    choices = list(known)
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f" (known: {', '.join(choices)}){hint}"
+
+
+def _friendly(item: Any) -> str:
+    ctx = item.get("ctx") or {}
+    value = item.get("input")
+    kind = item["type"]
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx['ge']} (got {value!r})"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx['le']} (got {value!r})"
+    if kind == "greater_than":
+        return f"must be > {ctx['gt']} (got {value!r})"
+    if kind == "literal_error":
+        return f"must be one of {ctx['expected']} (got {value!r})"
+    if kind == "missing":
+        return "is required"
+    return f"{item['msg']} (got {value!r})"
