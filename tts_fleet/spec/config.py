@@ -70,8 +70,8 @@ class _Section(BaseModel):
 
 
 class Range(_Section):
-    min: int = Field(ge=1)
-    max: int = Field(ge=1)
+    min: int = Field(ge=1, description="Lower bound, inclusive.")
+    max: int = Field(ge=1, description="Upper bound, inclusive; must be >= min.")
 
     def rule_problems(self) -> list[tuple[str, str]]:
         if self.min > self.max:
@@ -80,9 +80,22 @@ class Range(_Section):
 
 
 class Schedule(_Section):
-    cron: str
-    min_workers: int = Field(ge=0)
-    max_workers: int = Field(ge=1)
+    cron: str = Field(
+        description=(
+            "AWS 6-field cron (minutes hours day-of-month month day-of-week year), UTC; "
+            "exactly one of day-of-month and day-of-week is `?`."
+        )
+    )
+    min_workers: int = Field(
+        ge=0, description="minWorkers from this time on, until the next schedule fires."
+    )
+    max_workers: int = Field(
+        ge=1,
+        description=(
+            "maxWorkers from this time on; must be >= this entry's minWorkers and <= "
+            "scaling.maxWorkers."
+        ),
+    )
 
     @property
     def expression(self) -> str:
@@ -130,12 +143,38 @@ _CRON_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("m
 
 
 class ScalingConfig(_Section):
-    min_workers: int = Field(0, ge=0)
-    max_workers: int = Field(4, ge=1)
-    jobs_per_worker: int = Field(8, ge=1)
-    idle_minutes: int = Field(5, ge=1, le=MAX_IDLE_MINUTES)
-    host_idle_seconds: int = Field(300, ge=-1, le=MAX_HOST_IDLE_SECONDS)
-    schedules: tuple[Schedule, ...] = ()
+    min_workers: int = Field(0, ge=0, description="Workers kept when idle; 0 scales to zero.")
+    max_workers: int = Field(4, ge=1, description="Upper bound on workers; must be >= minWorkers.")
+    jobs_per_worker: int = Field(
+        8,
+        ge=1,
+        description=(
+            "Target backlog per worker: desired = ceil(outstanding / jobsPerWorker). Keep"
+            " it >= worker.concurrency."
+        ),
+    )
+    idle_minutes: int = Field(
+        5,
+        ge=1,
+        le=MAX_IDLE_MINUTES,
+        description="Minutes with nothing outstanding before the fleet returns to minWorkers.",
+    )
+    host_idle_seconds: int = Field(
+        300,
+        ge=-1,
+        le=MAX_HOST_IDLE_SECONDS,
+        description=(
+            "Managed Instances `scaleInAfter`: how long an idle GPU host, with its pulled"
+            " image, is kept for reuse; -1 turns it off."
+        ),
+    )
+    schedules: tuple[Schedule, ...] = Field(
+        (),
+        description=(
+            "Scheduled capacity: a list of {cron, minWorkers, maxWorkers}, one "
+            "ScheduledAction each."
+        ),
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         if self.min_workers > self.max_workers:
@@ -154,11 +193,23 @@ class ScalingConfig(_Section):
 
 
 class NetworkConfig(_Section):
-    mode: Literal["nat", "endpoints", "existing"] = "nat"
-    az_count: int = Field(2, ge=1, le=6)
-    nat_gateways: Literal["single", "one-per-az"] = "single"
-    vpc_id: str = ""
-    subnet_ids: tuple[str, ...] = ()
+    mode: Literal["nat", "endpoints", "existing"] = Field(
+        "nat",
+        description=(
+            "`nat`: new VPC with NAT gateways; `endpoints`: new VPC with VPC endpoints "
+            "and no internet egress; `existing`: your VPC and subnets."
+        ),
+    )
+    az_count: int = Field(
+        2, ge=1, le=6, description="Availability zones of the new VPC (nat and endpoints modes)."
+    )
+    nat_gateways: Literal["single", "one-per-az"] = Field(
+        "single", description="`single` NAT gateway, or `one-per-az` (nat mode only)."
+    )
+    vpc_id: str = Field("", description="existing mode only: the VPC id.")
+    subnet_ids: tuple[str, ...] = Field(
+        (), description="existing mode only: at least 2 private subnet ids in different AZs."
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
@@ -189,22 +240,50 @@ class NetworkConfig(_Section):
 
 
 class GpuConfig(_Section):
-    min_gpu_memory_gib: int = Field(20, ge=1, le=1536)
-    gpu_count: int = Field(1, ge=1, le=16)
-    vcpu: Range = Range(min=4, max=96)
-    memory_gib: Range = Range(min=16, max=512)
-    capacity_type: Literal["on-demand", "spot"] = "on-demand"
-    allowed_instance_types: tuple[str, ...] = ()
-    storage_gib: int = Field(100, ge=30, le=16_384)
+    min_gpu_memory_gib: int = Field(
+        20, ge=1, le=1536, description="Minimum total GPU memory per host."
+    )
+    gpu_count: int = Field(
+        1, ge=1, le=16, description="Exact GPUs per host, and GPUs reserved per task."
+    )
+    vcpu: Range = Field(
+        Range(min=4, max=96), description="vCPU range of acceptable instance types."
+    )
+    memory_gib: Range = Field(
+        Range(min=16, max=512), description="Memory range of acceptable instance types."
+    )
+    capacity_type: Literal["on-demand", "spot"] = Field(
+        "on-demand",
+        description="`on-demand` or `spot`; changing it replaces the capacity provider.",
+    )
+    allowed_instance_types: tuple[str, ...] = Field(
+        (),
+        description=(
+            "Pin instance types (e.g. `g6e.xlarge`) for an SLA; empty means any type that matches."
+        ),
+    )
+    storage_gib: int = Field(
+        100,
+        ge=30,
+        le=16_384,
+        description="Task volume size per host; it must hold the image and its baked weights.",
+    )
 
 
 class QueueConfig(_Section):
     visibility_timeout_seconds: int = Field(
-        300, ge=MIN_VISIBILITY_SECONDS, le=MAX_VISIBILITY_SECONDS
+        300,
+        ge=MIN_VISIBILITY_SECONDS,
+        le=MAX_VISIBILITY_SECONDS,
+        description="Initial visibility timeout; the worker's heartbeat extends it.",
     )
-    max_receive_count: int = Field(5, ge=1, le=1000)
-    retention_days: int = Field(4, ge=1, le=MAX_RETENTION_DAYS)
-    dlq_retention_days: int = Field(14, ge=1, le=MAX_RETENTION_DAYS)
+    max_receive_count: int = Field(
+        5, ge=1, le=1000, description="Receives before SQS moves a message to the DLQ."
+    )
+    retention_days: int = Field(4, ge=1, le=MAX_RETENTION_DAYS, description="Jobs queue retention.")
+    dlq_retention_days: int = Field(
+        14, ge=1, le=MAX_RETENTION_DAYS, description="DLQ retention; must be >= retentionDays."
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         # A standard queue keeps a message's original enqueue time in the DLQ, so a shorter
@@ -220,21 +299,43 @@ class QueueConfig(_Section):
 
 
 class WorkerConfig(_Section):
-    image: str = ""
-    model: str = Field("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", min_length=1)
-    concurrency: int = Field(4, ge=1, le=64)
-    stop_timeout_seconds: int = Field(120, ge=2, le=MAX_STOP_TIMEOUT_SECONDS)
-    max_text_chars: int = Field(20_000, ge=1, le=200_000)
+    image: str = Field(
+        "",
+        description=(
+            "Empty: build `worker/` with CodeBuild. Otherwise a prebuilt image URI, used as is."
+        ),
+    )
+    model: str = Field(
+        "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+        min_length=1,
+        description="Model baked into the image and served by vLLM-Omni.",
+    )
+    concurrency: int = Field(4, ge=1, le=64, description="Speech requests in flight per GPU task.")
+    stop_timeout_seconds: int = Field(
+        120,
+        ge=2,
+        le=MAX_STOP_TIMEOUT_SECONDS,
+        description="Drain time after SIGTERM before SIGKILL (the task's stopTimeout).",
+    )
+    max_text_chars: int = Field(
+        20_000, ge=1, le=200_000, description="Longest accepted job text; longer goes to the DLQ."
+    )
 
 
 class OutputsConfig(_Section):
-    expire_days: int = Field(30, ge=0, le=3650)
+    expire_days: int = Field(
+        30, ge=0, le=3650, description="Delete outputs after this many days; 0 keeps them."
+    )
 
 
 class AlertsConfig(_Section):
-    email: str = ""
-    monthly_budget_usd: float | None = Field(None, gt=0)
-    max_queue_age_minutes: int = Field(60, ge=1, le=20_160)
+    email: str = Field("", description="Optional SNS email subscription for the alerts topic.")
+    monthly_budget_usd: float | None = Field(
+        None, gt=0, description="Optional AWS Budget on the stack's cost tag."
+    )
+    max_queue_age_minutes: int = Field(
+        60, ge=1, le=20_160, description="Alert when the oldest job has waited longer than this."
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         if self.email and not _EMAIL.match(self.email):
@@ -243,7 +344,12 @@ class AlertsConfig(_Section):
 
 
 class ProducersConfig(_Section):
-    principal_arns: tuple[str, ...] = ()
+    principal_arns: tuple[str, ...] = Field(
+        (),
+        description=(
+            "IAM principals (other accounts too) allowed to SendMessage through the queue policy."
+        ),
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         return [
@@ -268,14 +374,24 @@ SECTIONS: dict[str, type[_Section]] = {
 class StackConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    scaling: ScalingConfig = ScalingConfig()
-    network: NetworkConfig = NetworkConfig()
-    gpu: GpuConfig = GpuConfig()
-    queue: QueueConfig = QueueConfig()
-    worker: WorkerConfig = WorkerConfig()
-    outputs: OutputsConfig = OutputsConfig()
-    alerts: AlertsConfig = AlertsConfig()
-    producers: ProducersConfig = ProducersConfig()
+    scaling: ScalingConfig = Field(
+        ScalingConfig(), description="How many workers run: the 0..N policy."
+    )
+    network: NetworkConfig = Field(
+        NetworkConfig(), description="Where the GPU hosts and tasks live."
+    )
+    gpu: GpuConfig = Field(
+        GpuConfig(), description="Which instances ECS Managed Instances may launch."
+    )
+    queue: QueueConfig = Field(
+        QueueConfig(), description="The jobs queue and its dead-letter queue."
+    )
+    worker: WorkerConfig = Field(
+        WorkerConfig(), description="The worker image and the task it runs."
+    )
+    outputs: OutputsConfig = Field(OutputsConfig(), description="The output bucket.")
+    alerts: AlertsConfig = Field(AlertsConfig(), description="Alarms' recipients and the budget.")
+    producers: ProducersConfig = Field(ProducersConfig(), description="Who may submit jobs.")
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> StackConfig:
