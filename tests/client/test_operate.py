@@ -14,6 +14,7 @@ import pytest
 
 from tests.lib.client_stack import Stack, depth, queued_bodies, run, run_json
 from tts_fleet.client.dlq import redrive
+from tts_fleet.exit_codes import ExitCode
 from worker.jobs import audio_key, failure_key, manifest_key
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
@@ -84,7 +85,7 @@ def test_status_shows_the_ecs_service_and_watch_refreshes(stack: Stack) -> None:
     assert lines[0]["ecs"]["desired"] == 2 and isinstance(lines[0]["ecs"]["running"], int)
 
 
-def test_wait_exits_0_when_all_done_1_when_some_failed_2_on_timeout(
+def test_wait_exits_0_when_all_done_1_when_some_failed_4_on_timeout(
     stack: Stack, tmp_path: Path
 ) -> None:
     source = tmp_path / "jobs.jsonl"
@@ -93,7 +94,7 @@ def test_wait_exits_0_when_all_done_1_when_some_failed_2_on_timeout(
         finish(stack, job_id)
     fail(stack, "w2")
     code, timed_out = run_json("wait", str(source), "--timeout", "0.5", "--interval", "0.1")
-    assert code == 2 and set(timed_out) == WAIT_KEYS
+    assert code == ExitCode.TIMED_OUT == 4 and set(timed_out) == WAIT_KEYS
     assert timed_out["pending"] == ["w3"] and timed_out["timed_out"] is True
     fail(stack, "w3")
     finish(stack, "w3")  # a redriven job that then succeeded: its manifest wins

@@ -14,6 +14,7 @@ from tests.lib.client_stack import Stack, run
 from tts_fleet.client.aws import client_for
 from tts_fleet.client.stack import StackError, resolve_target
 from tts_fleet.client.status import find_dlq_url
+from tts_fleet.exit_codes import ExitCode
 
 OUTPUTS = {"queueUrl": "https://q/from-stack", "dlqUrl": "https://q/dlq", "bucketName": "b-stack",
            "clusterName": "c", "serviceName": "s"}  # fmt: skip
@@ -72,7 +73,7 @@ def test_a_missing_stack_or_output_is_one_clear_line(
 ) -> None:
     fake_pulumi(tmp_path, monkeypatch, "echo 'error: no stack named prod found' >&2; exit 255")
     result = run("status", "--stack", "prod")
-    assert result.exit_code == 1
+    assert result.exit_code == ExitCode.BAD_INPUT
     assert result.stderr.strip() == (
         "Error: cannot read the outputs of stack prod (error: no stack named prod found); "
         "check the stack name, or pass --queue-url and --bucket"
@@ -107,3 +108,13 @@ def test_aws_region_alone_is_enough(
         assert client_for("sqs").meta.region_name == "eu-west-1"
     finally:
         aws_client.cache_clear()
+
+
+def test_a_missing_pulumi_cli_exits_with_the_missing_tool_code(
+    no_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = run("status", "--stack", "dev")
+    assert result.exit_code == ExitCode.MISSING_TOOL == 3
+    assert result.stderr.startswith("Error: --stack dev needs the pulumi CLI")
+    assert len(result.stderr.strip().splitlines()) == 1

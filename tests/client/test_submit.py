@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from tests.lib.client_stack import Stack, depth, drain_bodies, queued_bodies, run, run_json
 from tts_fleet.client.submit import SEND_BATCH_MAX_BYTES, batches, preflight_queue, submit_jobs
+from tts_fleet.exit_codes import ExitCode
 from worker.jobs import validate_job
 
 SUBMIT_KEYS = {"queue_url", "total", "sent", "failed", "invalid", "duplicates", "calls", "ids",
@@ -50,7 +51,7 @@ def test_three_invalid_lines_among_20_send_nothing_unless_skipped(
     source = tmp_path / "jobs.jsonl"
     source.write_text("\n".join(lines) + "\n")
     refused = run("submit", str(source))
-    assert refused.exit_code == 1
+    assert refused.exit_code == ExitCode.BAD_INPUT
     for number in (3, 11, 19):
         assert f"jobs.jsonl:{number}:" in refused.stderr
     assert "nothing sent" in refused.stderr

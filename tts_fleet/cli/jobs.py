@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from tts_fleet.cli.errors import BadInput, Failed, MissingTool
+from tts_fleet.cli.options import json_flag, target_flags
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
 from tts_fleet.client.inputs import LoadedJobs, load_ids, load_jobs
@@ -29,9 +31,10 @@ from tts_fleet.client.results import ResultsReport, download_results, outcomes, 
 from tts_fleet.client.stack import StackError, resolve_target
 from tts_fleet.client.status import find_dlq_url, oldest_age_s, queue_counts, service_counts
 from tts_fleet.client.submit import preflight_queue, submit_jobs
+from tts_fleet.exit_codes import ExitCode
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
-EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = ExitCode.OK, ExitCode.FAILED, ExitCode.TIMED_OUT
 PENDING_SHOWN = 20
 
 
@@ -46,11 +49,7 @@ def register(group: click.Group) -> None:
 def target_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--stack / --queue-url / --dlq-url / --bucket / --output-prefix, resolved to a Target."""
 
-    @click.option("--stack", help="Read queueUrl, dlqUrl, bucketName from this Pulumi stack.")
-    @click.option("--queue-url", help="Jobs queue URL [env TTS_FLEET_QUEUE_URL].")
-    @click.option("--dlq-url", help="Dead-letter queue URL [env TTS_FLEET_DLQ_URL].")
-    @click.option("--bucket", help="Output bucket [env TTS_FLEET_BUCKET].")
-    @click.option("--output-prefix", help="Key prefix of outputs [env TTS_FLEET_OUTPUT_PREFIX].")
+    @target_flags
     @functools.wraps(func)
     def wrapper(
         stack: str | None,
@@ -63,11 +62,11 @@ def target_options(func: Callable[..., Any]) -> Callable[..., Any]:
         try:
             target = resolve_target(stack, queue_url, dlq_url, bucket, prefix=output_prefix)
         except StackError as error:
-            raise click.ClickException(str(error)) from None
+            raise (MissingTool if error.missing_tool else BadInput)(str(error)) from None
         try:
             return func(target=target, **kwargs)
         except (ClientError, BotoCoreError) as error:
-            raise click.ClickException(f"AWS: {error}") from None
+            raise Failed(f"AWS: {error}") from None
 
     return wrapper
 
@@ -116,7 +115,7 @@ def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[in
 
 
 def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")(func)
+    return json_flag("Print a JSON summary.")(func)
 
 
 # ---------------------------------------------------------------------------- submit
@@ -153,7 +152,7 @@ def submit(
 ) -> None:
     """Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.
 
-    Everything is validated first; with any invalid line nothing is sent (exit 1) unless
+    Everything is validated first; with any invalid line nothing is sent (exit 2) unless
     --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
     """
     queue_url = need(target, "queue_url")
@@ -168,7 +167,7 @@ def submit(
             f"nothing sent: {len(loaded.invalid)} invalid job(s); fix them or pass --skip-invalid",
             err=True,
         )
-        finish_submit(summary, as_json, EXIT_FAILED)
+        finish_submit(summary, as_json, ExitCode.BAD_INPUT)
     sqs = client_for("sqs")
     preflight_queue(sqs, queue_url)
     started = time.monotonic()
@@ -308,7 +307,7 @@ def status_table(snapshot: dict[str, Any]) -> Table:
     default=3600.0,
     show_default=True,
     type=click.FloatRange(min=0),
-    help="Seconds before giving up (exit 2).",
+    help="Seconds before giving up (exit 4).",
 )
 @click.option(
     "--interval",
@@ -323,7 +322,7 @@ def wait(target: Target, source: str, timeout: float, interval: float, as_json: 
     """Wait until every job of SOURCE is done or failed.
 
     SOURCE is a `submit --json` output file, or the same input the submit read. Exit 0: all
-    done; 1: some failed (listed); 2: the timeout came first.
+    done; 1: some failed (listed); 4: the timeout came first; 2: bad input.
     """
     need(target, "bucket")
     not_a_terminal(source)

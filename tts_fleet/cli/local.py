@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
+from tts_fleet.cli.errors import BadInput
+from tts_fleet.cli.options import stack_file_option
+from tts_fleet.exit_codes import ExitCode
 from tts_fleet.spec.config import ConfigError
 
 if TYPE_CHECKING:
@@ -17,7 +20,7 @@ if TYPE_CHECKING:
     from tts_fleet.spec.config import StackConfig
     from worker.jobs import Job
 
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+INTERRUPTED_EXIT = ExitCode.INTERRUPTED
 NEXT_STEPS = (
     "Next: change the policy (--jobs-per-worker 4, --idle-ticks 2, --cold-start-ticks 5, "
     "--stack dev), run your own text (--input jobs.jsonl), or deploy to AWS with "
@@ -37,7 +40,7 @@ def register(group: click.Group) -> None:
     type=click.Path(exists=True, path_type=str),
     help="Submit jobs from a JSONL file or a directory of .txt files.",
 )
-@click.option("--stack", help="Use Pulumi.<STACK>.yaml's config (default: the defaults).")
+@stack_file_option("Use Pulumi.<STACK>.yaml's config (default: the defaults).")
 @click.option("--max-workers", type=click.IntRange(1, 64), help="Override scaling.maxWorkers.")
 @click.option("--jobs-per-worker", type=click.IntRange(1), help="Override scaling.jobsPerWorker.")
 @click.option(
@@ -125,20 +128,20 @@ def local(input_path: str | None, skip_invalid: bool, **kwargs: object) -> None:
     try:
         cfg = resolve_config(options)
     except ConfigError as error:
-        raise click.ClickException(str(error)) from None
+        raise BadInput(str(error)) from None
     except FileNotFoundError as error:
-        raise click.ClickException(f"no stack file: {error.filename}") from None
+        raise BadInput(f"no stack file: {error.filename}") from None
     jobs, invalid = jobs_for(options, cfg)
     err = Console(stderr=True, soft_wrap=True)
     for line in invalid:
         err.print(f"invalid: {line}", markup=False, highlight=False)
     if invalid and not skip_invalid:
-        raise click.ClickException(
+        raise BadInput(
             f"{len(invalid)} invalid input(s) in {options.input}; nothing was sent "
             "(fix them, or pass --skip-invalid to run the valid jobs)"
         )
     if options.input and not jobs and not options.keep_running:
-        raise click.ClickException(f"no valid jobs in {options.input}; nothing was sent")
+        raise BadInput(f"no valid jobs in {options.input}; nothing was sent")
     _run(options, cfg, jobs, len(invalid))
 
 
@@ -193,4 +196,4 @@ def exit_code(summary: Summary, keep_running: bool) -> int:
     --keep-running fleet ends, so there it is 0 when nothing was left; 1 on any failure."""
     if summary.interrupted and (summary.unfinished or not keep_running):
         return INTERRUPTED_EXIT
-    return 0 if summary.ok else 1
+    return ExitCode.OK if summary.ok else ExitCode.FAILED

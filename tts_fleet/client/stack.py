@@ -29,7 +29,12 @@ PULUMI_TIMEOUT_S = 60
 
 
 class StackError(Exception):
-    """The stack's resources cannot be found; `str(error)` is one line saying what to pass."""
+    """The stack's resources cannot be found; `str(error)` is one line saying what to pass.
+    `missing_tool` is true when the Pulumi CLI itself is absent (not a bad stack name)."""
+
+    def __init__(self, message: str, *, missing_tool: bool = False) -> None:
+        super().__init__(message)
+        self.missing_tool = missing_tool
 
 
 def resolve_target(
@@ -71,7 +76,8 @@ def stack_outputs(stack: str) -> dict[str, Any]:
     if pulumi is None:
         raise StackError(
             f"--stack {stack} needs the pulumi CLI, which is not on PATH; pass --queue-url and "
-            f"--bucket (or set {ENV_QUEUE_URL} and {ENV_BUCKET}) instead"
+            f"--bucket (or set {ENV_QUEUE_URL} and {ENV_BUCKET}) instead",
+            missing_tool=True,
         )
     try:
         done = subprocess.run(

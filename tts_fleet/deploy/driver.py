@@ -16,19 +16,26 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tts_fleet.deploy.settings import ConfigError, Setting, SettingError, validate
+from tts_fleet.exit_codes import ExitCode
 
 Action = Literal["preview", "up", "destroy", "refresh", "outputs"]
 ACTIONS: tuple[Action, ...] = ("preview", "up", "destroy", "refresh", "outputs")
 
-EXIT_OK = 0
-EXIT_FAILED = 1  # Pulumi reported an error, or drift under --expect-no-changes
-EXIT_BAD_INPUT = 2  # bad --set / stack config, a guard refused
-EXIT_NO_CLI = 3  # the Pulumi CLI is not installed
+# The command line's table (tts_fleet/exit_codes.py), named for what the driver reports.
+EXIT_OK = ExitCode.OK
+EXIT_FAILED = ExitCode.FAILED  # Pulumi reported an error, or drift under --expect-no-changes
+EXIT_BAD_INPUT = ExitCode.BAD_INPUT  # bad --set / stack config, a guard refused
+EXIT_NO_CLI = ExitCode.MISSING_TOOL  # the Pulumi CLI is not installed
 
 MISSING_CLI = (
     "error: the Pulumi CLI is not on PATH; install it with "
     "`curl -fsSL https://get.pulumi.com | sh` "
     "(or see https://www.pulumi.com/docs/install/), then retry"
+)
+# The Pulumi SDKs are the `infra` extra: a plain `pip install tts-fleet` submits jobs only.
+MISSING_SDK = (
+    "error: the Pulumi Python SDK is not installed; install the infra extra with "
+    "`pip install 'tts-fleet[infra]'` (in a checkout: `pip install -e '.[infra]'`), then retry"
 )
 # Stacks that need an explicit --yes for `up`.
 PROTECTED_PREFIX = "prod"
@@ -83,9 +90,12 @@ class Report:
 
 def open_stack(stack: str, project_dir: Path, create: bool) -> StackLike:
     """The real factory: a LocalWorkspace over `project_dir`, selecting (or creating) `stack`."""
+    try:
+        from pulumi import automation as auto  # heavy (gRPC); only once input is known good
+    except ImportError as error:  # installed without the infra extra
+        raise DeployError(EXIT_NO_CLI, MISSING_SDK) from error
     if shutil.which("pulumi") is None:
         raise DeployError(EXIT_NO_CLI, MISSING_CLI)
-    from pulumi import automation as auto  # heavy (gRPC); only once input is known good
 
     opener = auto.create_or_select_stack if create else auto.select_stack
     try:

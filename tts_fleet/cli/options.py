@@ -1,0 +1,47 @@
+"""Options shared by several commands, each defined once (after pip's cmdoptions.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_flag(help: str = "Print one JSON object on stdout (stable keys).") -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def stack_file_option(help: str = "Read the settings of Pulumi.<STACK>.yaml.") -> Callable[[F], F]:
+    return click.option("--stack", help=help)
+
+
+def project_dir_option() -> Callable[[F], F]:
+    return click.option(
+        "--project-dir",
+        type=click.Path(file_okay=False, exists=True),
+        default=".",
+        show_default=True,
+        help="The directory holding Pulumi.yaml and the stack files.",
+    )
+
+
+def target_flags(func: F) -> F:
+    """--stack / --queue-url / --dlq-url / --bucket / --output-prefix: where a stack's jobs go."""
+    for option in reversed(
+        (
+            click.option(
+                "--stack", help="Read queueUrl, dlqUrl, bucketName from this Pulumi stack."
+            ),
+            click.option("--queue-url", help="Jobs queue URL [env TTS_FLEET_QUEUE_URL]."),
+            click.option("--dlq-url", help="Dead-letter queue URL [env TTS_FLEET_DLQ_URL]."),
+            click.option("--bucket", help="Output bucket [env TTS_FLEET_BUCKET]."),
+            click.option(
+                "--output-prefix", help="Key prefix of outputs [env TTS_FLEET_OUTPUT_PREFIX]."
+            ),
+        )
+    ):
+        func = option(func)
+    return func
