@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 LOCAL_STAMP := $(VENV)/.installed-local
 
-.PHONY: test lint format demo clean
+.PHONY: test test-fast lint format demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,17 @@ $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[local]'
 	touch $(LOCAL_STAMP)
 
+# Layering (import-linter contracts in pyproject.toml) and types (mypy on worker/ and
+# tts_fleet/spec/) run before the tests; lint-imports reads components/ from this directory.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
+
+# The tests that start no process (no worker, speech server, pip or CLI subprocess).
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not processes"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -27,6 +27,8 @@ from tests.lib.procs import (
     wait_for,
 )
 
+pytestmark = pytest.mark.processes
+
 FAST_WORKER = {"CONCURRENCY": "16", "VISIBILITY_TIMEOUT": "30", "HEARTBEAT_SECONDS": "10"}
 
 

@@ -48,6 +48,7 @@ def test_flags_win_over_env_vars(no_env: None, monkeypatch: pytest.MonkeyPatch) 
     )
 
 
+@pytest.mark.processes
 def test_stack_outputs_fill_what_flags_and_env_leave_out(
     no_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,6 +69,7 @@ def test_a_missing_pulumi_cli_names_what_to_pass(
     assert "pulumi CLI" in message and "--queue-url" in message and "\n" not in message
 
 
+@pytest.mark.processes
 def test_a_missing_stack_or_output_is_one_clear_line(
     no_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -129,6 +129,7 @@ def start(sandbox: dict[str, str]) -> Iterator[object]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_sigterm_reaches_the_worker_first_and_vllm_is_stopped_after(
     start: object, sandbox: dict[str, str]
@@ -151,6 +152,7 @@ def test_sigterm_reaches_the_worker_first_and_vllm_is_stopped_after(
     ]
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_the_worker_exit_code_is_the_containers(start: object, sandbox: dict[str, str]) -> None:
     events = Path(sandbox["EVENTS"])
@@ -161,6 +163,7 @@ def test_the_worker_exit_code_is_the_containers(start: object, sandbox: dict[str
     assert read(events)[-1] == "vllm-term"
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_a_speech_server_that_dies_before_health_fails_fast_without_a_worker(
     start: object, sandbox: dict[str, str]

@@ -58,6 +58,7 @@ def deploy(workspace: tuple[Path, dict[str, str]], *args: str) -> subprocess.Com
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=500)
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_preview_up_outputs_destroy(workspace: tuple[Path, dict[str, str]]) -> None:
     preview = deploy(workspace, "preview", "--stack", "dev", "--json")

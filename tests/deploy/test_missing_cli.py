@@ -11,6 +11,8 @@ import pytest
 
 from tts_fleet.deploy.driver import MISSING_CLI
 
+pytestmark = pytest.mark.processes
+
 ENTRY = "from tts_fleet.cli.main import main; main()"  # what the `tts-fleet` console script runs
 
 

@@ -156,6 +156,7 @@ def test_deploy_prod_on_manual_dispatch_with_approval() -> None:
     assert prod["concurrency"]["cancel-in-progress"] is False
 
 
+@pytest.mark.processes
 def test_the_region_comes_from_each_stack_file(tmp_path: Path) -> None:
     expected = {}
     for stack in ("dev", "prod"):

@@ -25,6 +25,8 @@ from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.scaler import Scaler, Tick
 from tts_fleet.spec.policy import Scaling
 
+pytestmark = pytest.mark.processes
+
 # A stand-in worker: waits to be stopped, exits 0 on SIGTERM like the real one.
 SLEEPER = [
     sys.executable,

@@ -25,6 +25,8 @@ from tests.lib.procs import (
 )
 from worker.jobs import Job
 
+pytestmark = pytest.mark.processes
+
 STARTED = r"job (\S+) started"
 
 

@@ -22,6 +22,8 @@ from tests.lib.procs import (
 )
 from worker.jobs import Job
 
+pytestmark = pytest.mark.processes
+
 JOBS = 50
 
 

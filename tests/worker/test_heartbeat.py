@@ -18,6 +18,8 @@ from tests.lib.procs import (
 )
 from worker.jobs import Job
 
+pytestmark = pytest.mark.processes
+
 VISIBILITY = 3
 
 

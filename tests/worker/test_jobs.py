@@ -80,6 +80,7 @@ def test_output_keys() -> None:
     assert audio_key("a1", "mp3", "team/") == "team/outputs/a1.mp3"
 
 
+@pytest.mark.processes
 def test_jobs_module_does_not_import_boto3() -> None:
     code = "import sys, worker.jobs; print('boto3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

@@ -22,6 +22,8 @@ from tests.lib.procs import (
 )
 from worker.jobs import Job
 
+pytestmark = pytest.mark.processes
+
 LIMIT = 200
 # body -> (failure key id, or None for "the SQS message id"; words the failure must name)
 POISON: dict[str, tuple[str | None, str]] = {

@@ -165,6 +165,7 @@ def test_client_without_agent_makes_no_calls(agent: Agent) -> None:
     assert (protection.active, protection.state(), agent.calls) == (False, None, [])
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(120)
 def test_worker_protected_while_busy(aws_env, sqs, s3, agent: Agent, procs: Processes) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)

@@ -106,6 +106,7 @@ def run_worker(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.processes
 def test_misconfigured_worker_exits_non_zero_with_one_line(aws_env: dict[str, Any]) -> None:
     result = run_worker(worker_env(aws_env, CONCURRENCY="lots", **REQUIRED) | {"QUEUE_URL": ""})
     assert result.returncode == 2
@@ -120,6 +121,7 @@ def reachable(sqs: Any, s3: Any) -> dict[str, str]:
     return {"AWS_REGION": "us-east-1", **env_for(make_queues_and_bucket(sqs, s3))}
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("name", ["OUTPUT_BUCKET", "QUEUE_URL", "DLQ_URL"])
 def test_missing_bucket_or_queue_exits_2_with_one_line(aws_env, sqs, s3, name: str) -> None:
     env = reachable(sqs, s3)
@@ -135,6 +137,7 @@ def test_missing_bucket_or_queue_exits_2_with_one_line(aws_env, sqs, s3, name: s
     assert "speech server" not in result.stderr
 
 
+@pytest.mark.processes
 def test_worker_without_speech_server_fails_fast(aws_env: dict[str, Any], sqs, s3) -> None:
     env = worker_env(
         aws_env, SPEECH_URL="http://127.0.0.1:9", HEALTH_TIMEOUT_SECONDS=1, **reachable(sqs, s3)
@@ -144,6 +147,7 @@ def test_worker_without_speech_server_fails_fast(aws_env: dict[str, Any], sqs, s
     assert "speech server http://127.0.0.1:9/health did not answer within 1s" in result.stderr
 
 
+@pytest.mark.processes
 def test_sigterm_while_waiting_for_speech_exits_0(aws_env: dict[str, Any], sqs, s3) -> None:
     from tests.lib.procs import start_worker, stop_process, wait_for_log
 

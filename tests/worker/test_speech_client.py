@@ -44,6 +44,7 @@ def tone() -> Iterator[SpeechServer]:
         yield server
 
 
+@pytest.mark.processes
 def test_long_text_is_split_and_the_wav_concatenated(tone: SpeechServer) -> None:
     sentences = [f"Sentence number {i} is here." for i in range(12)]
     job = Job(id="long", text=" ".join(sentences), voice="Eric")
@@ -58,6 +59,7 @@ def test_long_text_is_split_and_the_wav_concatenated(tone: SpeechServer) -> None
     assert seconds == pytest.approx(0.06 * sum(len(p) for p in split_text(job.text, 60)), abs=0.01)
 
 
+@pytest.mark.processes
 def test_pcm_pieces_concatenate(tone: SpeechServer) -> None:
     job = Job(id="pcm", text="First part here. Second part here.", format="pcm")
     speech = SpeechClient(tone.url, chunk_chars=20).synthesize(job)
@@ -65,6 +67,7 @@ def test_pcm_pieces_concatenate(tone: SpeechServer) -> None:
     assert speech.duration_s == pytest.approx(len(speech.audio) / 2 / 24_000)
 
 
+@pytest.mark.processes
 def test_unknown_voice_is_permanent(tone: SpeechServer) -> None:
     with pytest.raises(PermanentSpeechError, match="Unknown voice 'Nobody'"):
         SpeechClient(tone.url).synthesize(Job(text="Hi.", voice="Nobody"))

@@ -14,6 +14,8 @@ from tests.lib.procs import SpeechServer, start_speech_server
 from tts_fleet.local.speech_backends import SPEAKERS
 from tts_fleet.local.speech_server import Latency
 
+pytestmark = pytest.mark.processes
+
 SPEECH = "/v1/audio/speech"
 
 

@@ -20,6 +20,8 @@ from tests.lib.procs import (
 )
 from worker.jobs import Job
 
+pytestmark = pytest.mark.processes
+
 
 def remove_bucket(s3: Any, bucket: str) -> None:
     for key in list_keys(s3, bucket):
