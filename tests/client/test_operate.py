@@ -15,7 +15,15 @@ import pytest
 from tests.lib.client_stack import Stack, depth, queued_bodies, run, run_json
 from tts_fleet.client.dlq import redrive
 from tts_fleet.exit_codes import ExitCode
-from worker.jobs import audio_key, failure_key, manifest_key
+from worker.jobs import (
+    DLQ_ERROR_ATTRIBUTE,
+    FailureRecord,
+    Job,
+    Manifest,
+    audio_key,
+    failure_key,
+    manifest_key,
+)
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
                "dlq_depth", "oldest_age_s", "ecs"}  # fmt: skip
@@ -31,19 +39,28 @@ def finish(stack: Stack, job_id: str, audio: bytes = b"RIFF-audio") -> None:
     """What a worker leaves for a done job: audio first, then the manifest."""
     s3 = boto3.client("s3")
     s3.put_object(Bucket=stack.bucket, Key=audio_key(job_id, "wav"), Body=audio)
-    manifest = {"id": job_id, "duration_s": 1.0}
-    s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=json.dumps(manifest))
+    manifest = Manifest(
+        id=job_id, request=Job(text="t").request(), audio_key=audio_key(job_id, "wav"),
+        duration_s=1.0, sample_rate=24_000, model="m", voice="Vivian", synth_s=0.5,
+        queue_wait_s=0.1, attempts=1, pieces=1, worker="w", finished_at="2026-01-01T00:00:00Z",
+    )  # fmt: skip
+    s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=manifest.to_json())
 
 
 def fail(stack: Stack, job_id: str, error: str = "rejected by the speech server") -> None:
-    record = {"id": job_id, "error": error, "detail": "Unknown voice 'Nobody'", "attempts": 1}
+    record = FailureRecord(
+        id=job_id, error=error, detail="Unknown voice 'Nobody'", attempts=1, message_id="m",
+        worker="w", failed_at="2026-01-01T00:00:00Z",
+    )  # fmt: skip
     boto3.client("s3").put_object(
-        Bucket=stack.bucket, Key=failure_key(job_id), Body=json.dumps(record)
+        Bucket=stack.bucket, Key=failure_key(job_id), Body=record.to_json()
     )
 
 
 def dead_letter(stack: Stack, job_id: str, error: str | None) -> None:
-    attributes = {"error": {"DataType": "String", "StringValue": error}} if error else {}
+    attributes = (
+        {DLQ_ERROR_ATTRIBUTE: {"DataType": "String", "StringValue": error}} if error else {}
+    )
     attributes["origin"] = {"DataType": "String", "StringValue": "test"}
     boto3.client("sqs").send_message(
         QueueUrl=stack.dlq_url,
@@ -140,7 +157,8 @@ def test_results_for_given_ids_or_a_prefix(stack: Stack, tmp_path: Path) -> None
     assert code == 0 and by_prefix["downloaded"] == 4
     assert sorted(p.name for p in (tmp_path / "p").glob("*.wav")) == ["ch1-a.wav", "ch1-b.wav"]
     code, by_id = run_json("results", "--out", str(tmp_path / "i"), "--id", "ch2-a", "--id", "ch3")
-    assert code == 0 and by_id["downloaded"] == 2 and by_id["missing"] == ["ch3"]
+    # an id with no output (unknown, pending or failed) is named, and the exit is not 0
+    assert code == ExitCode.FAILED and by_id["downloaded"] == 2 and by_id["missing"] == ["ch3"]
 
 
 def test_dlq_list_shows_errors_without_consuming(stack: Stack) -> None:

@@ -1,7 +1,7 @@
 """Producer and operator commands: submit, status, wait, results, dlq list|redrive.
 
 The work is in tts_fleet/client/; this module parses options, draws progress on a terminal and
-prints either text or, with --json, one JSON document on stdout (keys: README, "--json output").
+prints either text or, with --json, one JSON document on stdout (keys: docs/cli.md#--json-output).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 
 from tts_fleet.cli.errors import BadInput, Failed, MissingTool
-from tts_fleet.cli.options import json_flag, target_flags
+from tts_fleet.cli.options import json_flag, split_chars_option, target_flags
 from tts_fleet.client.aws import Target, client_for
+from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
 from tts_fleet.client.inputs import LoadedJobs, load_ids, load_jobs
 from tts_fleet.client.results import ResultsReport, download_results, outcomes, result_objects
@@ -137,6 +138,7 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--voice", help="Voice for jobs that do not set one.")
 @click.option("--language", help="Language for jobs that do not set one.")
 @click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
+@split_chars_option
 @json_option
 @target_options
 def submit(
@@ -148,6 +150,7 @@ def submit(
     voice: str | None,
     language: str | None,
     fmt: str | None,
+    split_chars: int | None,
     as_json: bool,
 ) -> None:
     """Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.
@@ -158,7 +161,7 @@ def submit(
     queue_url = need(target, "queue_url")
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
-    loaded = load_jobs(source, max_text_chars, defaults)
+    loaded = load_jobs(source, max_text_chars, defaults, split_chars)
     summary = submit_summary(queue_url, loaded)
     for line in loaded.invalid:
         click.echo(f"invalid: {line.describe()}", err=True)
@@ -185,7 +188,7 @@ def submit(
 
 
 def submit_summary(queue_url: str, loaded: LoadedJobs) -> dict[str, Any]:
-    """The --json summary before anything is sent (its keys are documented in use.md)."""
+    """The --json summary before anything is sent (its keys are documented in docs/cli.md)."""
     return {
         "queue_url": queue_url,
         "total": len(loaded.valid),
@@ -316,9 +319,17 @@ def status_table(snapshot: dict[str, Any]) -> Table:
     type=click.FloatRange(min=0.05),
     help="Seconds between polls of the bucket.",
 )
+@split_chars_option
 @json_option
 @target_options
-def wait(target: Target, source: str, timeout: float, interval: float, as_json: bool) -> None:
+def wait(
+    target: Target,
+    source: str,
+    timeout: float,
+    interval: float,
+    split_chars: int | None,
+    as_json: bool,
+) -> None:
     """Wait until every job of SOURCE is done or failed.
 
     SOURCE is a `submit --json` output file, or the same input the submit read. Exit 0: all
@@ -326,7 +337,7 @@ def wait(target: Target, source: str, timeout: float, interval: float, as_json: 
     """
     need(target, "bucket")
     not_a_terminal(source)
-    ids = sorted(set(load_ids(source)))
+    ids = sorted(set(load_ids(source, split_chars=split_chars)))
     if not ids:
         raise click.UsageError(f"no job ids in {source}")
     s3 = client_for("s3")
@@ -396,6 +407,13 @@ def finish_wait(
 @click.option(
     "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Download threads."
 )
+@click.option(
+    "--join",
+    is_flag=True,
+    help="Join the parts of split texts (<id>.p001…) into one <id>.<format> each, "
+    "with <id>.json listing the parts.",
+)
+@split_chars_option
 @json_option
 @target_options
 def results(
@@ -405,6 +423,8 @@ def results(
     job_ids: tuple[str, ...],
     id_prefix: str,
     threads: int,
+    join: bool,
+    split_chars: int | None,
     as_json: bool,
 ) -> None:
     """Download the audio and manifest of done jobs into OUT.
@@ -414,30 +434,57 @@ def results(
     present with the same ETag is not downloaded again.
     """
     need(target, "bucket")
-    ids = list(job_ids) + (load_ids(source) if source else [])
+    ids = list(job_ids) + (load_ids(source, split_chars=split_chars) if source else [])
     s3 = client_for("s3")
     objects, missing = result_objects(s3, target, ids or None, id_prefix)
     with progress_bar(len(objects), "download", not as_json) as advance:
         report = download_results(s3, target, objects, out, threads=threads, progress=advance)
-    finish_results(report, missing, out, as_json)
+    joined = join_parts(out, ids or None) if join else None
+    finish_results(report, missing, out, as_json, joined)
 
 
-def finish_results(report: ResultsReport, missing: list[str], out: Path, as_json: bool) -> None:
+def finish_results(
+    report: ResultsReport,
+    missing: list[str],
+    out: Path,
+    as_json: bool,
+    joined: JoinReport | None = None,
+) -> None:
     if as_json:
-        emit_json({
+        data: dict[str, Any] = {
             "dir": str(out), "downloaded": len(report.downloaded), "skipped": len(report.skipped),
             "failed": report.failed, "missing": missing, "bytes": report.bytes,
-        })  # fmt: skip
+        }  # fmt: skip
+        if joined is not None:
+            data["joined"] = joined.joined
+            data["incomplete"] = {base: parts for base, parts in joined.incomplete.items()}
+            data["join_failed"] = joined.failed
+        emit_json(data)
     else:
         for key, reason in sorted(report.failed.items()):
             click.echo(f"failed: {key}: {reason}", err=True)
         if missing:
-            click.echo(f"not done yet: {', '.join(missing[:PENDING_SHOWN])}", err=True)
+            click.echo(
+                f"not done (pending or failed): {', '.join(missing[:PENDING_SHOWN])}", err=True
+            )
         click.echo(
             f"{len(report.downloaded)} file(s) downloaded ({report.bytes} bytes), "
             f"{len(report.skipped)} already present, into {out}"
         )
-    raise SystemExit(EXIT_FAILED if report.failed else EXIT_OK)
+        if joined is not None:
+            _print_joined(joined, out)
+    incomplete = bool(joined and (joined.incomplete or joined.failed))
+    raise SystemExit(EXIT_FAILED if report.failed or missing or incomplete else EXIT_OK)
+
+
+def _print_joined(joined: JoinReport, out: Path) -> None:
+    for base in joined.joined:
+        click.echo(f"joined: {out / base}.*")
+    for base, parts in sorted(joined.incomplete.items()):
+        shown = ", ".join(f"p{n:03d}" for n in parts[:PENDING_SHOWN])
+        click.echo(f"not joined: {base}: parts not done yet: {shown}", err=True)
+    for base, reason in sorted(joined.failed.items()):
+        click.echo(f"not joined: {base}: {reason}", err=True)
 
 
 # ---------------------------------------------------------------------------- dlq

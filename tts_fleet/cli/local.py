@@ -10,7 +10,8 @@ import click
 from rich.console import Console
 
 from tts_fleet.cli.errors import BadInput
-from tts_fleet.cli.options import stack_file_option
+from tts_fleet.cli.options import split_chars_option, stack_file_option
+from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.exit_codes import ExitCode
 from tts_fleet.spec.config import ConfigError
 
@@ -105,6 +106,9 @@ def register(group: click.Group) -> None:
 @click.option(
     "--skip-invalid", is_flag=True, help="With --input: run the valid jobs even if some are not."
 )
+@click.option("--voice", help="Voice for jobs that do not set one (the demo's too).")
+@click.option("--language", help="Language for jobs that do not set one (the demo's too).")
+@split_chars_option
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON.")
 @click.option(
     "--keep-running",
@@ -173,13 +177,25 @@ def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int)
             raise SystemExit(INTERRUPTED_EXIT) from None
         raise click.ClickException(str(error)) from None
     summary = dataclasses.replace(summary, invalid_lines=invalid)
+    joined = join_parts(Path(summary.out_dir), run.submitted) if options.split_chars else None
     if options.json_output:
         click.echo(summary_json(summary))
     else:
         console.print(summary_table(summary))
-        for line in closing_lines(summary):
+        for line in [*joined_lines(joined), *closing_lines(summary)]:
             console.print(line, markup=False, highlight=False)
     raise SystemExit(exit_code(summary, options.keep_running))
+
+
+def joined_lines(joined: JoinReport | None) -> list[str]:
+    """What --split-chars put back together in --out, and what it could not."""
+    if joined is None:
+        return []
+    lines = [f"joined {len(joined.joined)} split text(s): {', '.join(joined.joined)}"]
+    lines += [f"not joined: {base}: {len(parts)} part(s) not done" for base, parts in
+              sorted(joined.incomplete.items())]  # fmt: skip
+    lines += [f"not joined: {base}: {reason}" for base, reason in sorted(joined.failed.items())]
+    return lines
 
 
 def closing_lines(summary: Summary) -> list[str]:

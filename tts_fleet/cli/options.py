@@ -45,3 +45,15 @@ def target_flags(func: F) -> F:
     ):
         func = option(func)
     return func
+
+
+def split_chars_option(func: F) -> F:
+    """--split-chars N: a longer text becomes parts `<id>.p001`… (`results --join` rejoins)."""
+    from tts_fleet.client.books import MIN_SPLIT_CHARS
+
+    return click.option(
+        "--split-chars",
+        type=click.IntRange(MIN_SPLIT_CHARS),
+        help="Split texts longer than N characters into parts on sentence boundaries "
+        "(ids <id>.p001…); `tts-fleet results --join` puts the audio back together.",
+    )(func)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_fleet.client.books import part_ids, split_text
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS, InvalidJob, Job, validate_job
 
 STDIN = "-"
@@ -55,9 +56,11 @@ def load_jobs(
     source: str | Path | None,
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     defaults: dict[str, Any] | None = None,
+    split_chars: int | None = None,
 ) -> LoadedJobs:
-    """Reads and validates every job. `defaults` fill fields a job does not set itself."""
-    collector = _Collector(max_text_chars, defaults or {})
+    """Reads and validates every job. `defaults` fill fields a job does not set itself; a
+    text longer than `split_chars` becomes parts `<id>.p001`… (tts_fleet/client/books.py)."""
+    collector = _Collector(max_text_chars, defaults or {}, split_chars)
     if source is None or str(source) == STDIN:
         collector.add_jsonl(STDIN_NAME, sys.stdin)
         return collector.loaded
@@ -98,9 +101,12 @@ def _text_files(directory: Path) -> Iterator[Path]:
 class _Collector:
     """Accumulates jobs, dropping exact repeats and rejecting one id used for two requests."""
 
-    def __init__(self, max_text_chars: int, defaults: dict[str, Any]) -> None:
+    def __init__(
+        self, max_text_chars: int, defaults: dict[str, Any], split_chars: int | None = None
+    ) -> None:
         self.max_text_chars = max_text_chars
         self.defaults = defaults
+        self.split_chars = split_chars
         self.loaded = LoadedJobs()
         self._by_id: dict[str, tuple[Job, str]] = {}
 
@@ -122,10 +128,36 @@ class _Collector:
         try:
             if isinstance(data, str):
                 raise InvalidJob(data)
-            job = validate_job({**self.defaults, **data}, self.max_text_chars).with_id()
+            merged = {**self.defaults, **data}
+            if self._too_long_for_one_job(merged):
+                jobs = self._parts(merged)
+            else:
+                jobs = [validate_job(merged, self.max_text_chars).with_id()]
         except InvalidJob as error:
-            self.loaded.invalid.append(InvalidLine(line, source, error.reason))
+            reason = error.reason
+            if "more than the limit" in reason and not self.split_chars:
+                reason += "; pass --split-chars N to submit it as parts"
+            self.loaded.invalid.append(InvalidLine(line, source, reason))
             return
+        for job in jobs:
+            self._accept(job, source, line, where)
+
+    def _too_long_for_one_job(self, data: dict[str, Any]) -> bool:
+        text = data.get("text")
+        return bool(self.split_chars) and isinstance(text, str) and len(text) > self.split_chars
+
+    def _parts(self, data: dict[str, Any]) -> list[Job]:
+        """The source validated whole (for its id), then one job per piece of its text."""
+        whole = validate_job(data, max(len(data["text"]), self.max_text_chars)).with_id()
+        pieces = split_text(whole.text, int(self.split_chars or 0))
+        ids = part_ids(whole.job_id, len(pieces))
+        request = whole.model_dump()
+        return [
+            validate_job({**request, "id": job_id, "text": piece}, self.max_text_chars)
+            for job_id, piece in zip(ids, pieces, strict=True)
+        ]
+
+    def _accept(self, job: Job, source: str, line: int, where: str) -> None:
         seen = self._by_id.get(job.job_id)
         if seen is None:
             self._by_id[job.job_id] = (job, where)
@@ -152,14 +184,18 @@ def _parse_line(line: str | bytes) -> dict[str, Any] | str:
     return data
 
 
-def load_ids(source: str | Path | None, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> list[str]:
+def load_ids(
+    source: str | Path | None,
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    split_chars: int | None = None,
+) -> list[str]:
     """Job ids from a `submit --json` summary (its "ids") or from the same input as the submit
-    (its valid jobs; invalid lines were never sent)."""
+    (its valid jobs; invalid lines were never sent; the same --split-chars gives the same parts)."""
     if source is not None and str(source) != STDIN and Path(source).is_file():
         summary = _submit_summary(Path(source))
         if summary is not None:
             return summary
-    return load_jobs(source, max_text_chars).ids
+    return load_jobs(source, max_text_chars, split_chars=split_chars).ids
 
 
 def _submit_summary(path: Path) -> list[str] | None:

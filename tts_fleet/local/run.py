@@ -28,10 +28,11 @@ from tts_fleet.local.events import EventLog
 from tts_fleet.local.finish import collect
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.report import Summary
-from tts_fleet.local.scaler import Scaler, Tick
+from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, Scaler, Tick
 from tts_fleet.local.view import LiveView
 from tts_fleet.spec.config import StackConfig, load_stack_file, stack_file
-from worker.jobs import Job
+from worker.jobs import OUTPUTS_PREFIX, Job
+from worker.settings import worker_env
 
 # The stack's visibility (300 s default) is sized for a GPU job; here a SIGKILLed worker's
 # message would wait that long to come back. 30 s is the stack's minimum and ample for
@@ -68,6 +69,9 @@ class LocalOptions:
     events: Path | None = None
     json_output: bool = False
     keep_running: bool = False
+    voice: str | None = None
+    language: str | None = None
+    split_chars: int | None = None
 
 
 def resolve_config(options: LocalOptions) -> StackConfig:
@@ -83,12 +87,21 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         "idleMinutes": options.idle_ticks,
     }
     raw["scaling"].update({key: value for key, value in overrides.items() if value is not None})
+    if options.max_workers is not None:
+        # A stack's schedules are sized for its GPUs; here --max-workers caps them too, or
+        # prod's `maxWorkers: 40` schedule would refuse a laptop's `--max-workers 6`.
+        cap = options.max_workers
+        raw["scaling"]["schedules"] = [
+            {**s, "minWorkers": min(s["minWorkers"], cap), "maxWorkers": min(s["maxWorkers"], cap)}
+            for s in raw["scaling"].get("schedules", [])
+        ]
     return StackConfig.from_raw(raw)  # ConfigError names each bad key
 
 
 @dataclass
 class Stopper:
-    """Set by SIGINT/SIGTERM: the first asks for a drain, a second for no waiting."""
+    """Set by SIGINT/SIGTERM/SIGHUP: the first asks for a drain, a second for no waiting.
+    SIGHUP is a closed terminal: the run must still save what finished and what did not."""
 
     stop: threading.Event = field(default_factory=threading.Event)
     hurry: threading.Event = field(default_factory=threading.Event)
@@ -101,7 +114,8 @@ class Stopper:
 
 @contextmanager
 def signals_to(stopper: Stopper) -> Iterator[None]:
-    previous = {sig: signal.signal(sig, stopper) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, stopper) for sig in stops}
     try:
         yield
     finally:
@@ -127,6 +141,7 @@ class LocalRun:
         self.submitted_at = time.time()
         self.log_dir = options.out / "logs"
         self._crashes_seen = 0
+        self._fetched: set[str] = set()  # output keys already in --out
 
     @property
     def out_dir(self) -> Path:
@@ -176,6 +191,7 @@ class LocalRun:
             self._completed,
             self.events,
             self.options.cold_start_ticks,
+            metric_lag_s=LOCAL_METRIC_LAG_S,
         )
 
     def base_env(self) -> dict[str, str]:
@@ -186,25 +202,26 @@ class LocalRun:
     def worker_env(self) -> dict[str, str]:
         """DESIGN §3.4, pointed at the emulator, the speech server and local timings."""
         worker = self.cfg.worker
-        return {
-            **self.base_env(),
-            **self.aws.env(),
-            "QUEUE_URL": self.aws.queue_url,
-            "DLQ_URL": self.aws.dlq_url,
-            "OUTPUT_BUCKET": self.aws.bucket,
-            "OUTPUT_PREFIX": "",
-            "SPEECH_URL": self.speech_url,
-            "SPEECH_MODEL": worker.model,
-            "CONCURRENCY": str(worker.concurrency),
-            "VISIBILITY_TIMEOUT": str(self.options.visibility_timeout),
-            "MAX_TEXT_CHARS": str(worker.max_text_chars),
-            "WAIT_TIME_SECONDS": str(LOCAL_WAIT_TIME_SECONDS),
-            "STOP_TIMEOUT_SECONDS": f"{self.options.stop_timeout:g}",
-            "HEALTH_TIMEOUT_SECONDS": str(WORKER_HEALTH_TIMEOUT_SECONDS),
-        }
+        contract = worker_env(
+            queue_url=self.aws.queue_url,
+            dlq_url=self.aws.dlq_url,
+            output_bucket=self.aws.bucket,
+            output_prefix="",
+            aws_region=local_aws.REGION,
+            speech_url=self.speech_url,
+            speech_model=worker.model,
+            concurrency=worker.concurrency,
+            visibility_timeout=self.options.visibility_timeout,
+            max_text_chars=worker.max_text_chars,
+            wait_time_seconds=LOCAL_WAIT_TIME_SECONDS,
+            stop_timeout_seconds=self.options.stop_timeout,
+            health_timeout_seconds=WORKER_HEALTH_TIMEOUT_SECONDS,
+        )
+        return {**self.base_env(), **self.aws.env(), **contract}
 
     def _completed(self) -> int:
-        return sum(1 for key in local_aws.list_keys(self.aws, "outputs/") if key.endswith(".json"))
+        keys = local_aws.list_keys(self.aws, OUTPUTS_PREFIX)
+        return sum(1 for key in keys if key.endswith(".json"))
 
     def _submit(self) -> None:
         from tts_fleet.client.submit import submit_jobs
@@ -224,11 +241,22 @@ class LocalRun:
                 sample = self.scaler.step()
                 self.samples.append(sample)
                 view.update(sample, len(self.submitted))
+                self._fetch_finished()
                 self._check_health(view, sample)
                 if not self.options.keep_running and self.scaler.settled(sample):
                     return
                 if self.stopper.stop.wait(self.options.tick):
                     return
+
+    def _fetch_finished(self) -> None:
+        """Copies each finished job's audio and manifest into --out as it finishes, so a
+        closed terminal or a kill loses no output that was done (the end copies the rest)."""
+        keys = [k for k in local_aws.list_keys(self.aws, OUTPUTS_PREFIX) if k not in self._fetched]
+        done = {k.removesuffix(".json") for k in keys if k.endswith(".json")}
+        # The audio is written before the manifest: a job is fetched once its manifest exists.
+        ready = [k for k in keys if k.rsplit(".", 1)[0] in done]
+        local_aws.download(self.aws, ready, OUTPUTS_PREFIX, self.out_dir)
+        self._fetched.update(ready)
 
     def _check_health(self, view: LiveView, sample: Tick) -> None:
         """Says when a worker dies on its own; stops a run that cannot make progress."""
@@ -265,13 +293,24 @@ def jobs_for(options: LocalOptions, cfg: StackConfig) -> tuple[list[Job], list[s
     if options.demo:
         from tts_fleet.local.demo import demo_jobs
 
-        return demo_jobs(options.demo), []
+        jobs = demo_jobs(options.demo)
+        if _job_defaults(options):  # the demo's ids stay: --voice changes the voice only
+            jobs = [job.model_copy(update=_job_defaults(options)) for job in jobs]
+        return jobs, []
     if options.input:
         from tts_fleet.client.inputs import load_jobs
 
-        loaded = load_jobs(options.input, cfg.worker.max_text_chars)
+        loaded = load_jobs(
+            options.input, cfg.worker.max_text_chars, _job_defaults(options), options.split_chars
+        )
         return loaded.valid, [line.describe() for line in loaded.invalid]
     return [], []
+
+
+def _job_defaults(options: LocalOptions) -> dict[str, str]:
+    """--voice / --language for jobs that do not set their own."""
+    pairs = (("voice", options.voice), ("language", options.language))
+    return {key: value for key, value in pairs if value}
 
 
 def describe_env(env: dict[str, str]) -> Iterator[str]:

@@ -1,0 +1,73 @@
+"""`tts-fleet local` with a long book (--split-chars, joined at the end) and a closed terminal
+(SIGHUP mid-run): real subprocesses, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import wave
+from pathlib import Path
+
+import pytest
+
+from tests.lib.local_cli import RUN_TIMEOUT
+from tts_fleet.client.books import split_text
+
+pytestmark = pytest.mark.processes
+
+PARAGRAPH = (
+    "It was a bright cold day in April, and the clocks were striking thirteen. "
+    "Winston slipped quickly through the glass doors of Victory Mansions. "
+    "The hallway smelt of boiled cabbage and old rag mats.\n\n"
+)
+
+
+def frames(path: Path) -> int:
+    with wave.open(str(path)) as audio:
+        return audio.getnframes()
+
+
+@pytest.mark.timeout(RUN_TIMEOUT * 2)
+def test_a_200k_character_book_round_trips_as_parts_and_one_joined_file(  # type: ignore[no-untyped-def]
+    start, tmp_path: Path
+) -> None:
+    books = tmp_path / "books"
+    books.mkdir()
+    text = PARAGRAPH * (200_000 // len(PARAGRAPH) + 1)
+    assert len(text) >= 200_000
+    (books / "novel.txt").write_text(text, encoding="utf-8")
+    run = start(
+        "--input", str(books), "--split-chars", "5000", "--backend", "tone",
+        "--max-workers", "4", "--jobs-per-worker", "10", "--tick", "0.3", "--json",
+    )  # fmt: skip
+    code, stdout, stderr = run.finish(timeout=RUN_TIMEOUT * 2)
+    assert code == 0, stderr[-2000:]
+    summary = json.loads(stdout)
+    parts = sorted(run.out.glob("novel.p*.json"))
+    assert summary["completed"] == len(parts) == len(split_text(text, 5000)) >= 40
+    listing = json.loads((run.out / "novel.json").read_text())
+    assert listing["parts"] == [p.stem for p in parts]  # every part, in order
+    joined = frames(run.out / "novel.wav")
+    assert joined == sum(frames(run.out / f"{p.stem}.wav") for p in parts)
+    texts = [json.loads(p.read_text())["request"]["text"] for p in parts]
+    assert "".join(texts) == text  # the parts are the whole book, nothing lost or repeated
+
+
+@pytest.mark.timeout(RUN_TIMEOUT + 30)
+def test_sighup_mid_run_keeps_finished_outputs_and_saves_the_rest(start) -> None:  # type: ignore[no-untyped-def]
+    run = start(
+        "--demo", "30", "--max-workers", "2", "--jobs-per-worker", "15",
+        "--speech-latency-ms", "400", "--tick", "0.3",
+    )  # fmt: skip
+    # Wait until some outputs are already in --out mid-run (they are fetched as jobs finish).
+    run.wait_for(lambda e: e["event"] == "decision" and e.get("completed", 0) >= 3)
+    deadline_files = list(run.out.glob("demo-*.json"))
+    run.proc.send_signal(signal.SIGHUP)  # the terminal closed
+    code, _, stderr = run.finish(timeout=60)
+    assert code == 130, stderr[-2000:]
+    assert deadline_files, "no output was in --out before the hangup"
+    done = {p.stem for p in run.out.glob("demo-*.json")}
+    assert {p.stem for p in run.out.glob("demo-*.wav")} == done  # audio beside each manifest
+    unfinished = run.out / "unfinished.jsonl"
+    left = {json.loads(line)["id"] for line in unfinished.read_text().splitlines()}
+    assert done | left == {f"demo-{i:03d}" for i in range(1, 31)} and not done & left
