@@ -173,3 +173,26 @@ def test_the_region_comes_from_each_stack_file(tmp_path: Path) -> None:
         run_region_step(deploy["prod"], deploy["prod"]["env"]["STACK"], tmp_path)
         == expected["prod"]
     )
+
+
+def test_preview_installs_the_infra_extra_before_it_previews() -> None:
+    preview = load("preview.yml")["jobs"]["preview"]
+    installs = [c for c in runs(preview) if "pip install" in c]
+    # The base install has no Pulumi SDK; the driver and the program need the infra extra.
+    assert installs == [".venv/bin/pip install --quiet -e '.[infra]'"]
+    install = index_of(preview, lambda s: "pip install" in str(s.get("run", "")))
+    assert install < index_of(preview, lambda s: s.get("id") == "preview")
+
+
+@pytest.mark.parametrize("job", ["dev", "prod"])
+def test_deploy_jobs_deploy_from_the_make_test_venv_which_has_the_infra_extra(job: str) -> None:
+    steps_ = steps(load("deploy.yml")["jobs"][job])
+    make_test = next(i for i, s in enumerate(steps_) if s.get("run") == "make test")
+    deploy = next(i for i, s in enumerate(steps_) if "tts-fleet deploy" in str(s.get("run", "")))
+    assert make_test < deploy
+    # `make test` installs .[dev] into .venv; dev must pull in infra for the deploy to work.
+    assert "$(BIN)/pip install --quiet -e '.[dev]'" in (ROOT / "Makefile").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any(r.startswith("tts-fleet[") and "infra" in r for r in extras["dev"])
+    assert {r.split(">")[0] for r in extras["infra"]} == {"pulumi", "pulumi-aws"}
