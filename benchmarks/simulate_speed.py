@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/simulate_speed.py   (exit 1 if the goal is missed)
 
-Also times a week-long diurnal trace and a full `advise` sweep, for the README. The best of
+Also times a week-long diurnal trace and a full `advise` sweep, for docs/benchmarks.md. The best of
 three runs is reported (CPU time of this process, so other load on the machine matters less).
 """
 

@@ -1,4 +1,4 @@
-"""`python -m fleet` runs the `tts-fleet` command."""
+"""`python -m tts_fleet` runs the `tts-fleet` command."""
 
 from tts_fleet.cli.main import main
 

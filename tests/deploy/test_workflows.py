@@ -1,7 +1,7 @@
 """The CI workflows, parsed: triggers, permissions, jobs, and the commands they run.
 
 This checks what the YAML asks GitHub for; it cannot prove GitHub runs it (that needs a
-push to a repository with the secrets described in the README).
+push to a repository with the secrets described in docs/ci.md).
 """
 
 from __future__ import annotations

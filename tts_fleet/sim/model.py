@@ -1,7 +1,7 @@
 """What the simulator assumes: timing profiles, the batching model, and the two policies.
 
-Kept apart from the event loop (tts_fleet/sim/engine.py) so the numbers can be read, quoted in the
-README and changed without touching the engine.
+Kept apart from the event loop (tts_fleet/sim/engine.py) so the numbers can be read, quoted in
+docs/simulate.md and changed without touching the engine.
 """
 
 from __future__ import annotations
