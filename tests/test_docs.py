@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from tts_fleet import exit_codes
 from tts_fleet.spec import config_docs
 from tts_fleet.spec.config import SECTIONS, Range, ScalingConfig, Schedule, StackConfig
 
@@ -322,6 +323,12 @@ def test_slugs_follow_github() -> None:
     )
     assert slug("5.4 Heartbeat") == "54-heartbeat"
     assert slug("`tts-fleet deploy`: per environment") == "tts-fleet-deploy-per-environment"
+
+
+def test_the_exit_code_table_in_cli_md_is_the_code_s() -> None:
+    text = (DOCS / "cli.md").read_text()
+    for code, meaning in exit_codes.table():
+        assert f"| {code} | {meaning} |" in text
 
 
 # ---------------------------------------------------------------- (c) a short README
