@@ -22,17 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tts_fleet.client.aws import client_for
 from tts_fleet.client.submit import submit_jobs
+from tts_fleet.local import procs
 from worker.jobs import Job, validate_job
 
 TARGET_CALLS_PER_MESSAGE = 0.1
@@ -41,28 +41,13 @@ TARGET_SPEEDUP = 5.0
 
 @contextmanager
 def moto_server() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """moto in its own process (tts_fleet.local.procs), stopped on the way out."""
+    log = Path(tempfile.mkdtemp(prefix="tts-submit-rate-")) / "moto.log"
+    proc, endpoint = procs.start_moto_server(os.environ, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
+        yield endpoint
     finally:
-        proc.terminate()
-        proc.wait(10)
+        procs.stop(proc, 10)
 
 
 def make_jobs(count: int, tag: str) -> list[Job]:

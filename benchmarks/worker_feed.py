@@ -14,57 +14,35 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.lib.procs import (  # noqa: E402
-    make_queues_and_bucket,
-    queue_counts,
-    start_speech_server,
-    start_worker,
-    stop_process,
-    wait_for,
-)
-from worker.jobs import Job, audio_key, manifest_key  # noqa: E402
+from tts_fleet.client.status import queue_counts
+from tts_fleet.local import procs
+from worker.jobs import Job, audio_key, manifest_key
 
 REGION = "us-east-1"
+LOGS = Path(tempfile.mkdtemp(prefix="tts-worker-feed-"))
+T = TypeVar("T")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_moto() -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/moto-api/", timeout=1).status_code < 500
-        except httpx.HTTPError:
-            return False
-
-    wait_for(up, 60, 0.2, "moto server")
-    return proc, url
+def wait_for(predicate: Callable[[], T], timeout: float, interval: float, what: str) -> T:
+    """Polls until predicate() is truthy and returns its value."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
+    return value
 
 
 def aws_env(endpoint: str) -> dict[str, str]:
@@ -79,6 +57,52 @@ def aws_env(endpoint: str) -> dict[str, str]:
     return {**os.environ, **env}
 
 
+def start_speech_server(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    """The tone backend at a FIXED latency (batch exponent 0: no slow-down with concurrency)."""
+    argv = procs.python_module(
+        "tts_fleet.local.speech_server", "--host", "127.0.0.1", "--port", "0", "--backend", "tone"
+    )
+    argv += ["--latency-ms", f"{latency_ms:g}", "--batch-exponent", "0"]
+    log = LOGS / "speech.log"
+    proc = procs.spawn(argv, os.environ, log)
+    line = procs.wait_for_line(log, "listening on ", proc, 30)
+    return proc, line.removeprefix("listening on ").strip()
+
+
+class Worker:
+    """`python -m worker`; its log file holds both the EMF metric lines and its own log."""
+
+    def __init__(self, env: dict[str, str], worker_id: str) -> None:
+        self.log_path = LOGS / f"{worker_id}.log"
+        self.proc = procs.spawn(procs.python_module("worker"), env, self.log_path)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def metrics(self) -> list[dict[str, Any]]:
+        lines = [x for x in self.log().splitlines() if x.startswith("{") and '"_aws"' in x]
+        return [json.loads(x) for x in lines]
+
+
+def make_queues_and_bucket(sqs: Any, s3: Any, name: str) -> dict[str, str]:
+    """A jobs queue (visibility 60 s) with a DLQ after 5 receives, and an output bucket."""
+    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})
+    queue_url = sqs.create_queue(
+        QueueName=name, Attributes={"VisibilityTimeout": "60", "RedrivePolicy": redrive}
+    )["QueueUrl"]
+    s3.create_bucket(Bucket=f"{name}-outputs")
+    return {"queue_url": queue_url, "dlq_url": dlq_url, "bucket": f"{name}-outputs"}
+
+
+def outstanding(sqs: Any, queue_url: str) -> int:
+    counts = queue_counts(sqs, queue_url)
+    return counts["visible"] + counts["in_flight"]
+
+
 def job_batch(first: int, count: int) -> list[dict[str, str]]:
     return [
         {"Id": str(i), "MessageBody": Job(id=f"j{first + i:05d}", text="A short line.").body()}
@@ -89,9 +113,7 @@ def job_batch(first: int, count: int) -> list[dict[str, str]]:
 def fresh_queue(endpoint: str, queued: int, name: str) -> tuple[Any, Any, dict[str, str]]:
     httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
     sqs, s3 = boto3.client("sqs"), boto3.client("s3")
-    names = make_queues_and_bucket(
-        sqs, s3, max_receive_count=5, visibility_timeout=60, name=name, versioning=False
-    )
+    names = make_queues_and_bucket(sqs, s3, name)
     for start in range(0, queued, 10):
         entries = job_batch(start, min(10, queued - start))
         sqs.send_message_batch(QueueUrl=names["queue_url"], Entries=entries)
@@ -133,21 +155,29 @@ def run_worker(
 ) -> float:
     """Seconds from the worker's first poll to its last completion."""
     sqs, _, names = fresh_queue(endpoint, min(jobs, backlog), f"feed{c}")
-    worker = start_worker(
-        env,
-        SPEECH_URL=speech_url,
-        CONCURRENCY=c,
-        WORKER_ID=f"bench-c{c}",
-        VISIBILITY_TIMEOUT=60,
-        HEARTBEAT_SECONDS=20,
-        QUEUE_URL=names["queue_url"],
-        DLQ_URL=names["dlq_url"],
-        OUTPUT_BUCKET=names["bucket"],
-    )
+    settings = {
+        "SPEECH_URL": speech_url,
+        "CONCURRENCY": str(c),
+        "WORKER_ID": f"bench-c{c}",
+        "VISIBILITY_TIMEOUT": "60",
+        "HEARTBEAT_SECONDS": "20",
+        # The figures were measured with the test suite's fast-fault settings; kept here.
+        "WAIT_TIME_SECONDS": "1",
+        "STOP_TIMEOUT_SECONDS": "10",
+        "HEALTH_TIMEOUT_SECONDS": "30",
+        "RETRY_BASE_SECONDS": "1",
+        "RETRY_MAX_SECONDS": "4",
+        "SPEECH_RETRIES": "1",
+        "PYTHONUNBUFFERED": "1",
+        "QUEUE_URL": names["queue_url"],
+        "DLQ_URL": names["dlq_url"],
+        "OUTPUT_BUCKET": names["bucket"],
+    }
+    worker = Worker({**env, **settings}, settings["WORKER_ID"])
 
     def completions() -> dict[str, float]:
         """job id -> completion time, from the worker's EMF lines."""
-        lines = [json.loads(x) for x in worker.metrics().splitlines() if "JobsCompleted" in x]
+        lines = [x for x in worker.metrics() if "JobsCompleted" in x]
         return {x["job_id"]: x["_aws"]["Timestamp"] / 1000 for x in lines}
 
     try:
@@ -157,10 +187,10 @@ def run_worker(
             sqs, names["queue_url"], min(jobs, backlog), jobs, backlog, lambda: len(completions())
         ).start()
         done = wait_for(lambda: len(completions()) >= jobs and completions(), 1200, 0.05, "jobs")
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60, 0.5, "empty queue")
+        wait_for(lambda: outstanding(sqs, names["queue_url"]) == 0, 60, 0.5, "empty queue")
         return max(done.values()) - started
     finally:
-        stop_process(worker, 30)
+        procs.stop(worker.proc, 30)
 
 
 def run_serial(endpoint: str, speech_url: str, jobs: int, backlog: int) -> float:
@@ -198,9 +228,9 @@ def main() -> int:
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     backlog = args.backlog or args.jobs
-    moto, endpoint = start_moto()
+    moto, endpoint = procs.start_moto_server(os.environ, LOGS / "moto.log")
     env = aws_env(endpoint)
-    speech = start_speech_server("tone", latency_ms=args.latency_ms, batch_exponent=0)
+    speech, speech_url = start_speech_server(args.latency_ms)
     try:
         print(
             f"{args.jobs} jobs, tone backend at a fixed {args.latency_ms:g} ms, moto at {endpoint}"
@@ -208,7 +238,7 @@ def main() -> int:
         print(
             f"{'run':<16}{'seconds':>9}{'jobs/s':>9}{'ideal':>9}{'feed eff.':>11}{'× serial':>10}"
         )
-        serial_s = run_serial(endpoint, speech.url, args.jobs, backlog)
+        serial_s = run_serial(endpoint, speech_url, args.jobs, backlog)
         serial_rate = args.jobs / serial_s
         print(
             f"{'serial loop':<16}{serial_s:9.1f}{serial_rate:9.2f}{1 / latency:9.2f}"
@@ -216,7 +246,7 @@ def main() -> int:
             flush=True,
         )
         for c in args.concurrency:
-            seconds = run_worker(env, endpoint, speech.url, args.jobs, c, backlog)
+            seconds = run_worker(env, endpoint, speech_url, args.jobs, c, backlog)
             rate, ideal = args.jobs / seconds, c / latency
             print(
                 f"{f'CONCURRENCY {c}':<16}{seconds:9.1f}{rate:9.2f}{ideal:9.2f}"
@@ -224,8 +254,8 @@ def main() -> int:
                 flush=True,
             )
     finally:
-        speech.stop()
-        stop_process(moto, 10)
+        procs.stop(speech, 5)
+        procs.stop(moto, 10)
     return 0
 
 

@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -124,3 +125,29 @@ def start_speech_server(
         kill(proc)
         raise RuntimeError(f"speech server ({backend}) {error}; see {log_path}") from None
     return proc, line.removeprefix("listening on ").strip()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for servers that need one given)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_moto_server(
+    env: Mapping[str, str], log_path: Path, timeout: float = 60.0
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m moto.server` in its own process (the benchmarks: moto's work off this
+    process's GIL); returns the process and its endpoint once it accepts connections."""
+    port = free_port()
+    proc = spawn(python_module("moto.server", "-H", "127.0.0.1", "-p", str(port)), env, log_path)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                kill(proc)
+                raise RuntimeError(f"moto server did not start; see {log_path}") from None
+            time.sleep(0.2)
