@@ -3,29 +3,57 @@
 Transient failures (connection refused, timeouts, 5xx, 429, and 401/403/404, which mean a
 misconfigured server, route, model or proxy rather than a bad job) are retried a few times
 and then raised as TransientSpeechError; anything else the server rejects (400/422: unknown
-voice, bad language) is a PermanentSpeechError and never retried. Long text is split on sentence
-boundaries and the pieces' audio concatenated (wav, pcm, mp3; other formats go in one piece).
+voice, bad language, instructions too long) is a PermanentSpeechError and never retried.
+
+Long text is split on sentence boundaries into pieces that fit the talker's context (4,096
+tokens of prompt plus 12.5 Hz codec frames, vllm_omni/deploy/qwen3_tts.yaml), with a budget
+per script: a CJK character costs about four times a Latin one. Every piece is asked for as
+16-bit PCM at 24 kHz; a piece the server cut short (HTTP 200, which it does silently at the
+context limit) or refused as too long (500) is split again. The samples are joined and the
+requested format encoded once, so an mp3 carries one header for the whole audio.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import re
 import time
-import wave
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import numpy as np
+import soundfile  # type: ignore[import-untyped]
 
 from worker.jobs import Job
 
-# vLLM-Omni answers pcm as 16-bit mono at 24 kHz unless it says otherwise.
-DEFAULT_PCM_RATE = 24_000
-CONCATENABLE = ("wav", "pcm", "mp3")
+log = logging.getLogger("worker.speech")
+# Every piece is requested at this rate, so the raw PCM needs no header to be read.
+PCM_RATE = 24_000
+# Talker stage max_model_len (vllm_omni/deploy/qwen3_tts.yaml): prompt tokens + codec frames.
+MAX_MODEL_LEN = 4_096
+# The prompt has tokens the usage header does not count (role header, codec prefix: ~11-16);
+# a piece whose counted tokens come this close to the limit was stopped by it.
+CONTEXT_MARGIN = 32
+# A character of Han, kana or hangul costs ~0.75 token + ~3 codec frames, a Latin one
+# ~0.25 + ~0.8: four times the budget.
+WIDE_COST = 4
+_WIDE = re.compile(
+    r"[\u1100-\u11ff\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]"
+)
+# Without usage headers: audio shorter than this per unit of cost is cut (speech runs at
+# ~0.066 s per Latin character; this is three times faster than anyone speaks).
+MIN_SECONDS_PER_COST = 0.02
+MIN_COST_TO_JUDGE = 200
+# Halving a piece this many times and still hitting the limit means the text is not speech.
+MAX_SPLITS = 6
+# response_format -> soundfile (format, subtype): the subtypes vLLM-Omni's encoder writes.
+ENCODINGS = {"wav": ("WAV", "PCM_16"), "flac": ("FLAC", "PCM_16"), "mp3": ("MP3", "MPEG_LAYER_III")}
 # 4xx answers that are the server's (or its route's, model's, proxy's) fault, not the job's:
 # releasing the job with a backoff loses nothing while someone fixes the deployment.
 SERVER_SIDE_4XX = (401, 403, 404, 408, 429)
+_TOO_LONG = re.compile(r"longer than the maximum model length")
 _SENTENCE_END = re.compile(r"(?<=[.!?;…。！？；])\s*")
 _WORD_BREAK = re.compile(r"(?<=[,，、:：])\s*|\s+")
 
@@ -44,6 +72,10 @@ class PermanentSpeechError(SpeechError):
     pass
 
 
+class PromptTooLongError(PermanentSpeechError):
+    """The server refused a piece whose prompt alone exceeds the talker's context."""
+
+
 @dataclass(frozen=True)
 class Speech:
     audio: bytes
@@ -52,31 +84,63 @@ class Speech:
     pieces: int
 
 
-def split_text(text: str, max_chars: int) -> list[str]:
-    """Pieces of at most max_chars, cut at sentence ends, else at commas/spaces, else hard."""
-    if len(text) <= max_chars:
+def text_cost(text: str) -> int:
+    """A piece's share of the context budget, in Latin-character units."""
+    return len(text) + (WIDE_COST - 1) * len(_WIDE.findall(text))
+
+
+def split_text(text: str, max_cost: int) -> list[str]:
+    """Pieces of at most max_cost, cut at sentence ends, else at commas/spaces, else hard."""
+    if text_cost(text) <= max_cost:
         return [text]
     pieces: list[str] = []
-    current = ""
-    for sentence in _units(text, max_chars):
-        if current and len(current) + len(sentence) > max_chars:
+    current, current_cost = "", 0
+    for unit in _units(text, max_cost):
+        cost = text_cost(unit)
+        if current and current_cost + cost > max_cost:
             pieces.append(current.strip())
-            current = ""
-        current += sentence
+            current, current_cost = "", 0
+        current += unit
+        current_cost += cost
     if current.strip():
         pieces.append(current.strip())
     return [piece for piece in pieces if piece]
 
 
-def _units(text: str, max_chars: int) -> list[str]:
+def _units(text: str, max_cost: int) -> list[str]:
     units: list[str] = []
     for sentence in _split_keep(text, _SENTENCE_END):
-        if len(sentence) <= max_chars:
+        if text_cost(sentence) <= max_cost:
             units.append(sentence)
             continue
         for word in _split_keep(sentence, _WORD_BREAK):
-            units.extend(word[i : i + max_chars] for i in range(0, len(word), max_chars))
+            units.extend(_hard_cut(word, max_cost))
     return units
+
+
+def halve(text: str) -> list[str]:
+    """Two pieces of about equal cost, cut at the sentence (else word) break nearest the middle."""
+    units = _units(text, max(1, text_cost(text) // 2))
+    total, running, best, best_gap = text_cost(text), 0, 0, float("inf")
+    for index, unit in enumerate(units[:-1], start=1):
+        running += text_cost(unit)
+        if abs(total / 2 - running) < best_gap:
+            best, best_gap = index, abs(total / 2 - running)
+    halves = ["".join(units[:best]).strip(), "".join(units[best:]).strip()]
+    return [half for half in halves if half]
+
+
+def _hard_cut(word: str, max_cost: int) -> list[str]:
+    """A run without any break, in consecutive slices of at most max_cost (at least a char)."""
+    slices, current, cost = [], "", 0
+    for char in word:
+        char_cost = text_cost(char)
+        if current and cost + char_cost > max_cost:
+            slices.append(current)
+            current, cost = "", 0
+        current += char
+        cost += char_cost
+    return [*slices, current] if current else slices
 
 
 def _split_keep(text: str, pattern: re.Pattern[str]) -> list[str]:
@@ -90,33 +154,37 @@ def _split_keep(text: str, pattern: re.Pattern[str]) -> list[str]:
     return [part for part in parts if part]
 
 
-def wav_info(audio: bytes) -> tuple[int, float] | None:
-    """(sample rate, seconds) of a WAV, or None when it does not parse."""
+def encode(pcm: bytes, fmt: str, rate: int = PCM_RATE) -> bytes:
+    """16-bit mono PCM in the job's format, encoded once for the whole text."""
+    if fmt == "pcm":
+        return pcm
+    container, subtype = ENCODINGS[fmt]
+    samples = np.frombuffer(pcm, dtype="<i2")
+    with io.BytesIO() as buffer:
+        soundfile.write(buffer, samples, rate, format=container, subtype=subtype)
+        return buffer.getvalue()
+
+
+def was_cut(text: str, pcm: bytes, headers: httpx.Headers, speed: float, limit: int) -> bool:
+    """Did the server stop this piece at the context limit (it still answers 200)?
+
+    With the usage headers: text tokens + codec frames reached the limit less the prompt
+    tokens the header leaves out. Without them: far less audio than the text takes to say.
+    """
+    counted = _header_int(headers, "x-vllm-omni-input-tokens")
+    frames = _header_int(headers, "x-vllm-omni-output-tokens")
+    if counted is not None and frames is not None:
+        return counted + frames >= limit - CONTEXT_MARGIN
+    cost = text_cost(text)
+    seconds = len(pcm) / 2 / PCM_RATE * speed
+    return cost >= MIN_COST_TO_JUDGE and seconds < cost * MIN_SECONDS_PER_COST
+
+
+def _header_int(headers: httpx.Headers, name: str) -> int | None:
     try:
-        with wave.open(io.BytesIO(audio)) as reader:
-            rate = reader.getframerate()
-            return rate, reader.getnframes() / rate
-    except (wave.Error, EOFError):
+        return int(headers[name])
+    except (KeyError, ValueError):
         return None
-
-
-def join_wavs(parts: list[bytes]) -> bytes:
-    frames, params = [], None
-    for part in parts:
-        with wave.open(io.BytesIO(part)) as reader:
-            current = (reader.getnchannels(), reader.getsampwidth(), reader.getframerate())
-            if params is not None and current != params:
-                raise PermanentSpeechError(f"pieces differ in format: {params} vs {current}")
-            params = current
-            frames.append(reader.readframes(reader.getnframes()))
-    assert params is not None
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(params[0])
-        out.setsampwidth(params[1])
-        out.setframerate(params[2])
-        out.writeframes(b"".join(frames))
-    return buffer.getvalue()
 
 
 class SpeechClient:
@@ -131,13 +199,16 @@ class SpeechClient:
         retries: int = 2,
         chunk_chars: int = 1_000,
         retry_delay_s: float = 0.5,
+        max_model_len: int = MAX_MODEL_LEN,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.task_type = task_type
         self.retries = retries
+        # The piece budget in Latin characters; a CJK piece gets a quarter of it.
         self.chunk_chars = chunk_chars
         self.retry_delay_s = retry_delay_s
+        self.max_model_len = max_model_len
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
 
     def close(self) -> None:
@@ -158,28 +229,40 @@ class SpeechClient:
         return True
 
     def synthesize(self, job: Job) -> Speech:
-        fmt = job.format
-        pieces = split_text(job.text, self.chunk_chars) if fmt in CONCATENABLE else [job.text]
-        results = [self._with_retries(self._payload(job, piece)) for piece in pieces]
-        audio_parts = [content for content, _ in results]
-        if fmt == "wav":
-            audio = audio_parts[0] if len(audio_parts) == 1 else join_wavs(audio_parts)
-            info = wav_info(audio)
-            rate, duration = info if info else (None, None)
-        elif fmt == "pcm":
-            audio = b"".join(audio_parts)
-            rate = int(results[0][1].get("x-sample-rate", DEFAULT_PCM_RATE))
-            duration = len(audio) / 2 / rate
-        else:  # mp3 frames concatenate; flac is one piece. Duration would need a decoder.
-            audio, rate, duration = b"".join(audio_parts), None, None
-        return Speech(audio, rate, duration, len(pieces))
+        parts: list[bytes] = []
+        for piece in split_text(job.text, self.chunk_chars):
+            parts.extend(self._piece(job, piece, splits=0))
+        pcm = b"".join(parts)
+        return Speech(encode(pcm, job.format), PCM_RATE, len(pcm) / 2 / PCM_RATE, len(parts))
 
-    def _payload(self, job: Job, text: str) -> dict[str, Any]:
+    def _piece(self, job: Job, text: str, splits: int) -> list[bytes]:
+        """PCM of one piece, in as many requests as it takes to get none cut short."""
+        try:
+            pcm, headers = self._with_retries(self.payload(job, text))
+        except PromptTooLongError as error:
+            return self._split_again(job, text, splits, str(error))
+        if was_cut(text, pcm, headers, job.speed, self.max_model_len):
+            return self._split_again(job, text, splits, "the server cut its audio short")
+        return [pcm]
+
+    def _split_again(self, job: Job, text: str, splits: int, why: str) -> list[bytes]:
+        halves = halve(text)
+        if splits >= MAX_SPLITS or len(halves) < 2:
+            raise PermanentSpeechError(
+                f"a piece of {len(text)} characters does not fit the model after "
+                f"{splits} splits: {why}"
+            )
+        log.warning("piece of %d characters split again: %s", len(text), why)
+        return [pcm for half in halves for pcm in self._piece(job, half, splits + 1)]
+
+    def payload(self, job: Job, text: str) -> dict[str, Any]:
+        """The request body for one piece (always PCM at PCM_RATE; the job's format is ours)."""
         payload: dict[str, Any] = {
             "input": text,
             "voice": job.voice,
             "language": job.language,
-            "response_format": job.format,
+            "response_format": "pcm",
+            "sample_rate": PCM_RATE,
             "speed": job.speed,
         }
         if self.model:
@@ -212,6 +295,8 @@ class SpeechClient:
             return response.content, response.headers
         detail = _error_message(response)
         message = f"speech server answered {response.status_code}: {detail}"
+        if response.status_code == 500 and _TOO_LONG.search(detail):
+            raise PromptTooLongError(message)
         if response.status_code >= 500 or response.status_code in SERVER_SIDE_4XX:
             raise TransientSpeechError(message)
         raise PermanentSpeechError(message)

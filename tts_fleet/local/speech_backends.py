@@ -1,7 +1,9 @@
 """Synthesis backends for the local speech server: espeak-ng (real speech), tone, piper.
 
-Each turns validated text into 16-bit mono PCM. Heavy imports (espeakng_loader, piper)
-happen inside the backend that needs them, so the worker itself never loads them.
+Each turns validated text into 16-bit mono PCM at its own rate. Heavy imports
+(espeakng_loader, piper) happen inside the backend that needs them, so the worker itself never
+loads them. `CodecBudget` is what vLLM-Omni's Qwen3-TTS engine does to that audio: it is 24 kHz,
+and the talker stage stops at its context length.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import ctypes
 import math
 import re
 import threading
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+import numpy as np
 
 # Qwen3-TTS CustomVoice speakers: name -> (native language, espeak variant).
 SPEAKERS: dict[str, tuple[str, str]] = {
@@ -47,6 +52,14 @@ _SCRIPTS = (
 )
 
 
+# Han, kana, hangul, CJK punctuation and full-width forms: one character is about one token of
+# Qwen's tokenizer and about a quarter second of speech, where a Latin character is a quarter
+# token and a fifteenth of a second.
+WIDE = re.compile(
+    r"[\u1100-\u11ff\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]"
+)
+
+
 def detect_language(text: str) -> str:
     """What "Auto" means here: the script of the text, else English."""
     for pattern, language in _SCRIPTS:
@@ -64,15 +77,24 @@ class Backend(Protocol):
         ...
 
 
+def spoken_seconds(text: str) -> float:
+    """About how long a person takes to read the text aloud at speed 1."""
+    wide = len(WIDE.findall(text))
+    return (len(text) - wide) * ToneBackend.SECONDS_PER_CHAR + wide * ToneBackend.SECONDS_PER_WIDE
+
+
 class ToneBackend:
     """A sine tone as long as the text would take to say; the pitch tells the speakers apart."""
 
     name = "tone"
     sample_rate = 24_000
-    SECONDS_PER_CHAR = 0.06
+    # ~15 Latin characters or ~4 CJK characters a second, as Qwen3-TTS speaks: the codec budget
+    # then fills at the real rate (a 3,500-character English text is about 230 s).
+    SECONDS_PER_CHAR = 0.066
+    SECONDS_PER_WIDE = 0.25
 
     def synthesize(self, text: str, voice: str, language: str, speed: float) -> bytes:
-        seconds = max(0.2, len(text) * self.SECONDS_PER_CHAR / speed)
+        seconds = max(0.2, spoken_seconds(text) / speed)
         period = 80 + 6 * sorted(SPEAKERS).index(voice)  # samples per cycle: 160-300 Hz
         cycle = array.array(
             "h", (int(8_000 * math.sin(2 * math.pi * i / period)) for i in range(period))
@@ -184,6 +206,85 @@ def _walk(root: Any) -> list[str]:
         else:
             found.append(str(entry))
     return found
+
+
+# Qwen3-TTS-12Hz: the talker emits 12.5 codec frames per second of audio, decoded at 24 kHz.
+CODEC_FRAME_RATE = 12.5
+OUTPUT_RATE = 24_000
+# vllm_omni/deploy/qwen3_tts.yaml, stage 0 (talker): max_model_len 4096 = prompt + codec frames.
+MAX_MODEL_LEN = 4_096
+# default_sampling_params.min_tokens of the same stage.
+MIN_FRAMES = 2
+# Prompt tokens around the text for CustomVoice (role header 3, codec prefix 6-7, assistant
+# wrapper less the 6 the builder drops: estimate_prompt_len_from_additional_information in
+# vllm_omni/model_executor/models/qwen3_tts/prompt_embeds_builder.py), and around instructions.
+PROMPT_OVERHEAD = 11
+INSTRUCT_OVERHEAD = 5
+
+
+def text_tokens(text: str) -> int:
+    """An estimate of Qwen's tokenizer: ~1.3 CJK characters or ~4 other characters a token."""
+    if not text:
+        return 0
+    wide = len(WIDE.findall(text))
+    return max(1, math.ceil(wide * 0.75 + (len(text) - wide) / 4))
+
+
+def prompt_tokens(text: str, instructions: str) -> int:
+    """The talker's prompt length: what counts against max_model_len before any audio."""
+    instruct = text_tokens(instructions) + INSTRUCT_OVERHEAD if instructions.strip() else 0
+    return text_tokens(text) + PROMPT_OVERHEAD + instruct
+
+
+def to_float(pcm: bytes, rate: int, target: int = OUTPUT_RATE) -> np.ndarray:
+    """16-bit PCM as float32 in [-1, 1] at `target` Hz (linear interpolation is enough here)."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+    if rate == target or samples.size == 0:
+        return samples
+    count = round(samples.size * target / rate)
+    positions = np.arange(count, dtype=np.float64) * (rate / target)
+    resampled = np.interp(positions, np.arange(samples.size), samples)
+    return np.asarray(resampled, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Generation:
+    audio: np.ndarray  # float32 mono at OUTPUT_RATE
+    output_tokens: int  # codec frames the talker generated
+    truncated: bool
+
+
+class PromptTooLong(Exception):
+    """vLLM's input check refused the prompt; the real server answers it with a 500."""
+
+
+def generate(audio: np.ndarray, prompt_len: int, speed: float) -> Generation:
+    """The talker's context budget applied to full audio: frames past it are never generated.
+
+    The real engine stops at max_model_len with finish reason "length" and the serving layer
+    returns what was decoded with HTTP 200 (the adapter only flags a length stop for the Base
+    task: Qwen3TTSAdapter.validate_generation). Codec frames are counted at speed 1, because the
+    server time-stretches after decoding (AudioMixin._apply_speed_adjustment).
+    """
+    if prompt_len > MAX_MODEL_LEN:
+        raise PromptTooLong(
+            f"The decoder prompt (length {prompt_len}) is longer than the maximum model length"
+            f" of {MAX_MODEL_LEN}. Make sure that `max_model_len` is no smaller than the number"
+            " of text tokens."
+        )
+    if prompt_len == MAX_MODEL_LEN:
+        raise PromptTooLong(
+            f"The decoder prompt (length {prompt_len}) plus the number of requested output"
+            f" tokens (at least 1) is longer than the maximum model length of {MAX_MODEL_LEN}."
+            " Make sure that `max_model_len` is no smaller than the number of text tokens"
+            " (prompt + requested output tokens)."
+        )
+    frames = max(MIN_FRAMES, math.ceil(audio.size / OUTPUT_RATE * speed * CODEC_FRAME_RATE))
+    allowed = MAX_MODEL_LEN - prompt_len
+    if frames <= allowed:
+        return Generation(audio, frames, truncated=False)
+    keep = audio.size * allowed // frames
+    return Generation(audio[:keep], allowed, truncated=True)
 
 
 def make_backend(name: str) -> Backend:

@@ -1,9 +1,21 @@
-"""A local speech server speaking vLLM-Omni's `/v1/audio/speech` protocol (stdlib only).
+"""A local stand-in for vLLM-Omni 0.30's `/v1/audio/speech` serving Qwen3-TTS CustomVoice.
 
     python -m tts_fleet.local.speech_server --host 127.0.0.1 --port 8091 --backend espeak
 
 The first line on stdout is `listening on http://HOST:PORT` (flushed), so a parent process
-can start it with `--port 0` and read the address.
+can start it with `--port 0` and read the address. `serve_in_thread` runs it in-process.
+
+It behaves like the real server where a client can tell (file references are to the
+vllm-omni 0.30.0 wheel, `vllm_omni/entrypoints/openai/`):
+- request fields and their limits as `protocol/audio.py` `OpenAICreateSpeechRequest`;
+- the checks of `serving_speech.py` `create_speech` (sample rate, then the model name: 404
+  "The model `X` does not exist.") and of `tts_adapters/qwen3_tts.py` `validate` (task type
+  against the checkpoint, empty input, language, voice, instructions ≤ 500 characters), each
+  a 400 with the real wording;
+- 24 kHz audio encoded by soundfile exactly as `audio_utils_mixin.py` `create_audio` does,
+  with no sample-rate header; the `X-VLLM-OMNI-*-TOKENS` usage headers;
+- the talker's 4,096-token context (`speech_backends.generate`): audio cut short with HTTP 200
+  past it, a 500 when the prompt alone does not fit.
 """
 
 from __future__ import annotations
@@ -12,70 +24,228 @@ import argparse
 import io
 import json
 import logging
+import re
 import sys
 import threading
 import time
-import wave
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tts_fleet.local.speech_backends import AUTO, LANGUAGES, SPEAKERS, Backend, make_backend
+import numpy as np
+import soundfile  # type: ignore[import-untyped]
+
+from tts_fleet.local.speech_backends import (
+    AUTO,
+    LANGUAGES,
+    OUTPUT_RATE,
+    SPEAKERS,
+    Backend,
+    PromptTooLong,
+    generate,
+    make_backend,
+    prompt_tokens,
+    text_tokens,
+    to_float,
+)
 from worker.settings import DEFAULT_MODEL
 
 log = logging.getLogger("speech_server")
-FORMATS = ("wav", "pcm")
-KNOWN_FORMATS = ("wav", "pcm", "flac", "mp3", "opus", "aac")
-# vLLM-Omni's accepted speed range.
+# response_format -> (soundfile format, media type, soundfile options): create_audio's table.
+ENCODINGS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "wav": ("WAV", "audio/wav", {}),
+    "pcm": ("RAW", "audio/pcm", {"subtype": "PCM_16"}),
+    "flac": ("FLAC", "audio/flac", {}),
+    "mp3": ("MP3", "audio/mpeg", {}),
+    "opus": ("OGG", "audio/ogg", {"subtype": "OPUS"}),
+}
+FORMATS = tuple(ENCODINGS)
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
-TASK_TYPE = "CustomVoice"
-_SPEAKER_BY_LOWER = {name.lower(): name for name in SPEAKERS}
-_LANGUAGE_BY_LOWER = {name.lower(): name for name in (*LANGUAGES, AUTO)}
+TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
+# Qwen3TTSAdapter.supported_output_sample_rates.
+SAMPLE_RATES = (8_000, 24_000)
+# serving_speech.py _TTS_MAX_INSTRUCTIONS_LENGTH.
+MAX_INSTRUCTIONS = 500
+# The checkpoint's spk_id keys, as the adapter compares them (lower case); the first is the
+# default speaker (TTSModelAdapter.load_capabilities).
+VOICES = tuple(name.lower() for name in SPEAKERS)
+SUPPORTED_LANGUAGES = frozenset({*LANGUAGES, AUTO})
+_VARIANT = re.compile(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$")
 
 
-class BadRequest(ValueError):
-    pass
+class HTTPError(Exception):
+    """An error answer: status, message and vLLM's error type."""
+
+    def __init__(self, status: int, message: str, kind: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.param = status, kind, param
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": str(self),
+                "type": self.kind,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
-def wav_bytes(pcm: bytes, sample_rate: int) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(sample_rate)
-        out.writeframes(pcm)
-    return buffer.getvalue()
+def bad_request(message: str) -> HTTPError:
+    return HTTPError(400, message, "BadRequestError")
 
 
-def validate(body: Any) -> dict[str, Any]:
-    """The request as vLLM-Omni would accept it, or BadRequest naming the problem."""
+@dataclass(frozen=True)
+class Request:
+    text: str
+    voice: str
+    language: str
+    instructions: str
+    format: str
+    speed: float
+    sample_rate: int | None
+
+
+def model_variant(model: str) -> str | None:
+    """The task a checkpoint supports, from its name (Qwen3TTSAdapter._get_model_variant)."""
+    for component in reversed(re.split(r"[\\/]+", model.rstrip("/\\"))):
+        match = _VARIANT.search(component.lower())
+        if match:
+            name = re.sub(r"[-_.]", "", match.group(1))
+            return {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign"}.get(name, "Base")
+    return None
+
+
+def _schema_error(field: str, problem: str) -> HTTPError:
+    # FastAPI's RequestValidationError as vLLM reports it: a 400 naming the field (the exact
+    # text is pydantic's and varies by version; clients should rely on the status).
+    return bad_request(f"1 validation error for OpenAICreateSpeechRequest\n{field}\n  {problem}")
+
+
+def _check_schema(body: Any) -> dict[str, Any]:
+    """What pydantic enforces on OpenAICreateSpeechRequest, for the fields that matter here."""
     if not isinstance(body, dict):
-        raise BadRequest("request body must be a JSON object")
-    text = body.get("input")
-    if not isinstance(text, str) or not text.strip():
-        raise BadRequest("input must be a non-empty string")
-    voice = str(body.get("voice") or body.get("speaker") or "Vivian")
-    if voice.lower() not in _SPEAKER_BY_LOWER:
-        raise BadRequest(f"Unknown voice '{voice}'. Supported voices: {', '.join(SPEAKERS)}")
-    language = str(body.get("language") or AUTO)
-    if language.lower() not in _LANGUAGE_BY_LOWER:
-        known = ", ".join(_LANGUAGE_BY_LOWER.values())
-        raise BadRequest(f"Unsupported language '{language}'. Supported languages: {known}")
-    fmt = str(body.get("response_format") or "wav")
+        raise _schema_error("body", "Input should be a valid dictionary")
+    if not isinstance(body.get("input"), str):
+        raise _schema_error(
+            "input", "Field required" if "input" not in body else "Input should be a valid string"
+        )
+    voice = body["voice"] if "voice" in body else body.get("speaker")
+    if isinstance(voice, dict):
+        if "id" not in voice:
+            raise _schema_error("voice", "Value error, voice dict must contain 'id'")
+        voice = voice["id"]
+    for field in ("model", "instructions", "language"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise _schema_error(field, "Input should be a valid string")
+    if voice is not None and not isinstance(voice, str):
+        raise _schema_error("voice", "Input should be a valid string")
+    fmt = body.get("response_format", "wav")
     if fmt not in FORMATS:
-        why = "is not supported by this server" if fmt in KNOWN_FORMATS else "is invalid"
-        raise BadRequest(f"response_format '{fmt}' {why}; use one of {', '.join(FORMATS)}")
+        raise _schema_error(
+            "response_format", "Input should be 'wav', 'pcm', 'flac', 'mp3' or 'opus'"
+        )
     speed = body.get("speed", 1.0)
-    if not isinstance(speed, int | float) or not MIN_SPEED <= speed <= MAX_SPEED:
-        raise BadRequest(f"speed must be a number between {MIN_SPEED} and {MAX_SPEED}")
-    task_type = body.get("task_type")
-    if task_type not in (None, TASK_TYPE):
-        raise BadRequest(f"task_type '{task_type}' does not match the loaded model ({TASK_TYPE})")
+    if speed is not None and (
+        isinstance(speed, bool)
+        or not isinstance(speed, int | float)
+        or not MIN_SPEED <= speed <= MAX_SPEED
+    ):
+        raise _schema_error("speed", f"Input should be between {MIN_SPEED} and {MAX_SPEED}")
+    if body.get("task_type") is not None and body["task_type"] not in TASK_TYPES:
+        raise _schema_error("task_type", "Input should be 'CustomVoice', 'VoiceDesign' or 'Base'")
+    rate = body.get("sample_rate")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0):
+        raise _schema_error("sample_rate", "Input should be greater than 0")
     return {
-        "text": text,
-        "voice": _SPEAKER_BY_LOWER[voice.lower()],
-        "language": _LANGUAGE_BY_LOWER[language.lower()],
-        "format": fmt,
-        "speed": float(speed),
+        **body,
+        "voice": voice,
+        "response_format": fmt,
+        "speed": 1.0 if speed is None else speed,
+    }
+
+
+def validate(body: Any, served_model: str) -> Request:
+    """The request as vLLM-Omni would accept it, or the HTTPError it would answer."""
+    fields = _check_schema(body)
+    rate = fields.get("sample_rate")
+    if rate is not None and rate not in SAMPLE_RATES:
+        supported = ", ".join(str(r) for r in SAMPLE_RATES)
+        raise bad_request(
+            f"sample_rate={rate} is not supported by the current TTS model; "
+            f"supported rates: {supported}"
+        )
+    model = fields.get("model")
+    if model and model != served_model:
+        raise HTTPError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+    return _check_qwen3(fields, served_model)
+
+
+def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
+    """Qwen3TTSAdapter.validate, in its order, for what a CustomVoice stand-in can serve."""
+    task_type = fields.get("task_type") or "CustomVoice"
+    variant = model_variant(served_model)
+    if variant is not None and task_type != variant:
+        raise bad_request(
+            f"Qwen3-TTS {variant} checkpoint does not support task_type='{task_type}'. "
+            f"Use task_type='{variant}' or load the matching {task_type} checkpoint."
+        )
+    text = fields["input"]
+    if not text.strip():
+        raise bad_request("Input text cannot be empty")
+    language = fields.get("language")
+    if language is not None:
+        language = language.title()
+        if language not in SUPPORTED_LANGUAGES:
+            known = ", ".join(sorted(SUPPORTED_LANGUAGES))
+            raise bad_request(f"Invalid language '{language}'. Supported: {known}")
+    voice = fields.get("voice")
+    voice = None if voice is None or voice.lower() == "default" else voice.lower()
+    if voice is not None and voice not in VOICES:
+        raise bad_request(f"Invalid voice '{voice}'. Supported: {', '.join(sorted(VOICES))}")
+    if task_type != "Base" and fields.get("ref_text") is not None:
+        raise bad_request("'ref_text' is only valid for Base task")
+    instructions = fields.get("instructions") or ""
+    if task_type == "VoiceDesign" and not instructions:
+        raise bad_request("VoiceDesign task requires 'instructions' to describe the voice")
+    if len(instructions) > MAX_INSTRUCTIONS:
+        raise bad_request(f"Instructions too long (max {MAX_INSTRUCTIONS} characters)")
+    speaker = SPEAKERS_BY_LOWER[voice or VOICES[0]]
+    return Request(
+        text,
+        speaker,
+        language or AUTO,
+        instructions,
+        fields["response_format"],
+        float(fields["speed"]),
+        fields.get("sample_rate"),
+    )
+
+
+SPEAKERS_BY_LOWER = {name.lower(): name for name in SPEAKERS}
+
+
+def encode(audio: np.ndarray, rate: int, fmt: str) -> bytes:
+    """soundfile.write as create_audio calls it (float input, the format's default subtype)."""
+    container, _, options = ENCODINGS[fmt]
+    with io.BytesIO() as buffer:
+        soundfile.write(buffer, audio, rate, format=container, **options)
+        return buffer.getvalue()
+
+
+def usage_headers(request: Request, output_tokens: int) -> dict[str, str]:
+    """serving_speech._build_speech_usage_headers: input = text (+ instructions) tokens."""
+    text = text_tokens(request.text) + (
+        text_tokens(request.instructions) if request.instructions.strip() else 0
+    )
+    return {
+        "X-VLLM-OMNI-INPUT-TOKENS": str(text),
+        "X-VLLM-OMNI-OUTPUT-TOKENS": str(output_tokens),
+        "X-VLLM-OMNI-TOTAL-TOKENS": str(text + output_tokens),
+        "X-VLLM-OMNI-INPUT-TEXT-TOKENS": str(text),
+        "X-VLLM-OMNI-INPUT-AUDIO-TOKENS": "0",
     }
 
 
@@ -109,6 +279,12 @@ class SpeechServer(ThreadingHTTPServer):
         self.latency = latency
         self.model = model
 
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        name = host if isinstance(host, str) else host.decode()
+        return f"http://{name}:{port}"
+
 
 class Handler(BaseHTTPRequestHandler):
     server: SpeechServer
@@ -120,67 +296,97 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug(format, *args)
 
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
     def _json(self, status: int, payload: Any) -> None:
         self._send(status, json.dumps(payload).encode(), "application/json")
 
-    def _error(self, status: int, message: str, kind: str = "BadRequestError") -> None:
-        self._json(
-            status, {"error": {"message": message, "type": kind, "param": None, "code": status}}
-        )
+    def _error(self, error: HTTPError) -> None:
+        self._json(error.status, error.body())
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            self._json(200, {"status": "ok", "backend": self.server.backend.name})
+            self._send(200, b"", "application/json")  # vLLM answers an empty 200
         elif self.path == "/v1/audio/voices":
-            self._json(200, {"voices": list(SPEAKERS), "languages": [*LANGUAGES, AUTO]})
+            self._json(200, {"voices": sorted([*VOICES, "default"]), "uploaded_voices": []})
         elif self.path == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": self.server.model}]})
+            self._json(
+                200, {"object": "list", "data": [{"id": self.server.model, "object": "model"}]}
+            )
         else:
-            self._error(404, f"no route {self.path}", "NotFoundError")
+            self._json(404, {"detail": "Not Found"})  # FastAPI's answer to an unknown route
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         if self.path != "/v1/audio/speech":
-            self._error(404, f"no route {self.path}", "NotFoundError")
+            self._json(404, {"detail": "Not Found"})
             return
         try:
-            request = validate(json.loads(raw or b"null"))
+            request = validate(json.loads(raw or b"null"), self.server.model)
         except json.JSONDecodeError as error:
-            self._error(400, f"request body is not JSON: {error.msg}")
+            self._error(bad_request(f"JSON decode error: {error.msg}"))
             return
-        except BadRequest as error:
-            self._error(400, str(error))
+        except HTTPError as error:
+            self._error(error)
             return
         self._synthesize(request)
 
-    def _synthesize(self, request: dict[str, Any]) -> None:
+    def _synthesize(self, request: Request) -> None:
         backend = self.server.backend
+        prompt_len = prompt_tokens(request.text, request.instructions)
         try:
             with self.server.latency:
                 pcm = backend.synthesize(
-                    request["text"], request["voice"], request["language"], request["speed"]
+                    request.text, request.voice, request.language, request.speed
                 )
+            result = generate(to_float(pcm, backend.sample_rate), prompt_len, request.speed)
+        except PromptTooLong as error:
+            # The engine's input check fails inside the stage pipeline, which create_speech
+            # answers as an InternalServerError, not as the 400 a plain vLLM would give.
+            self._error(HTTPError(500, f"Speech generation failed: {error}", "InternalServerError"))
+            return
         except Exception as error:  # a backend fault is the server's, not the caller's
             log.exception("synthesis failed")
-            self._error(500, f"synthesis failed: {error}", "InternalServerError")
+            self._error(HTTPError(500, f"Speech generation failed: {error}", "InternalServerError"))
             return
-        if request["format"] == "pcm":
-            self.send_response(200)
-            self.send_header("Content-Type", "audio/pcm")
-            self.send_header("X-Sample-Rate", str(backend.sample_rate))
-            self.send_header("Content-Length", str(len(pcm)))
-            self.end_headers()
-            self.wfile.write(pcm)
-        else:
-            self._send(200, wav_bytes(pcm, backend.sample_rate), "audio/wav")
+        if result.truncated:
+            log.info("talker hit max_model_len: %d frames, audio cut", result.output_tokens)
+        audio, rate = result.audio, OUTPUT_RATE
+        if request.sample_rate is not None and request.sample_rate != rate:
+            audio = to_float(_to_pcm16(audio), rate, request.sample_rate)
+            rate = request.sample_rate
+        body = encode(audio, rate, request.format)
+        media_type = ENCODINGS[request.format][1]
+        self._send(200, body, media_type, usage_headers(request, result.output_tokens))
+
+
+def _to_pcm16(audio: np.ndarray) -> bytes:
+    return bytes((np.clip(audio, -1.0, 1.0) * 32767).astype("<i2").tobytes())
+
+
+@contextmanager
+def serve_in_thread(
+    backend: str = "tone", model: str = DEFAULT_MODEL, latency_ms: float = 0.0
+) -> Iterator[SpeechServer]:
+    """The server on a free port in this process: the fast mode for tests."""
+    server = SpeechServer(("127.0.0.1", 0), make_backend(backend), Latency(latency_ms, 0), model)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -211,7 +417,12 @@ def parser() -> argparse.ArgumentParser:
         help="latency = latency-ms × concurrent_requests^X; 0 = fixed latency, "
         "0.5 = grows sub-linearly like a batching GPU",
     )
-    p.add_argument("--model", default=DEFAULT_MODEL, help="model name reported by /v1/models")
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="the served model name: requests naming another get 404; its -CustomVoice/"
+        "-VoiceDesign/-Base suffix sets the task type it accepts",
+    )
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -234,8 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     latency = Latency(args.latency_ms, args.batch_exponent)
     server = SpeechServer((args.host, args.port), backend, latency, args.model)
-    host, port = server.server_address[:2]
-    print(f"listening on http://{host}:{port}", flush=True)
+    print(f"listening on {server.url}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,0 +1,180 @@
+"""Every body the worker sends, against vLLM-Omni 0.30's own request model; the stand-in's
+limits against the same source.
+
+The wheel is installed without dependencies (`pip install --no-deps "vllm-omni==0.30.*"`):
+importing the package would pull in torch and vllm, so nothing here imports it. The request
+model's module (`protocol/audio.py`) needs only pydantic and numpy, and is loaded by file path;
+the serving limits and the stage budget are read as text.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import sys
+import typing
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from tts_fleet.local import speech_backends, speech_server
+from worker.jobs import Job
+from worker.settings import DEFAULT_MODEL
+from worker.speech import MAX_MODEL_LEN, SpeechClient
+
+PIP_LINE = 'pip install --no-deps "vllm-omni==0.30.*"'
+
+
+def _package_dir() -> Path:
+    # find_spec of a top-level package locates it without executing its __init__.
+    spec = importlib.util.find_spec("vllm_omni")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip(f"vllm-omni is not installed; {PIP_LINE}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@pytest.fixture(scope="module")
+def omni() -> Path:
+    return _package_dir()
+
+
+@pytest.fixture(scope="module")
+def protocol(omni: Path) -> ModuleType:
+    path = omni / "entrypoints" / "openai" / "protocol" / "audio.py"
+    spec = importlib.util.spec_from_file_location("_vllm_omni_protocol_audio", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def accepted_names(model: Any) -> set[str]:
+    """Field names and their validation aliases: the keys the model reads from a body."""
+    names: set[str] = set()
+    for name, field in model.model_fields.items():
+        names.add(name)
+        alias = field.validation_alias
+        if alias is not None:
+            choices = getattr(alias, "choices", [alias])
+            names.update(choice for choice in choices if isinstance(choice, str))
+    return names
+
+
+def check_body(model: Any, body: dict[str, Any]) -> None:
+    """The body validates, and every key reaches a field with the value sent.
+
+    The model ignores unknown keys, so validation alone would pass a renamed field (the server
+    would silently drop it): the names are checked too.
+    """
+    unknown = set(body) - accepted_names(model)
+    assert not unknown, f"fields the server ignores: {sorted(unknown)}"
+    request = model.model_validate(body)
+    for key, value in body.items():
+        field = "voice" if key == "speaker" else key
+        assert getattr(request, field) == value, key
+
+
+def worker_bodies() -> list[dict[str, Any]]:
+    """Every shape speech.py builds: each format, optional field and task type, on or off."""
+    jobs = [
+        Job(text="Hello.", format=fmt, voice=voice, language=language, speed=speed, instructions=i)
+        for fmt, voice, language, speed, i in itertools.product(
+            ("wav", "pcm", "flac", "mp3"),
+            ("Vivian", "Uncle_Fu"),
+            ("English", "Auto"),
+            (0.25, 1.0, 4.0),
+            ("", "Speak slowly and warmly." * 20),  # 480 characters: under the server's 500
+        )
+    ]
+    clients = [
+        SpeechClient("http://unused", model=model, task_type=task)
+        for model, task in itertools.product(
+            ("", DEFAULT_MODEL), ("", "CustomVoice", "VoiceDesign", "Base")
+        )
+    ]
+    return [client.payload(job, job.text) for job in jobs for client in clients]
+
+
+def test_every_worker_body_is_a_valid_request(protocol: ModuleType) -> None:
+    bodies = worker_bodies()
+    keys = set().union(*bodies)
+    # every optional field appears in some body, and some body lacks each of them
+    assert {"model", "instructions", "task_type"} <= keys
+    assert all(any(key not in body for body in bodies) for key in ("model", "instructions"))
+    for body in bodies:
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+
+
+@pytest.mark.parametrize(
+    ("sent", "real"),
+    [("instructions", "instruction"), ("response_format", "format"), ("voice", "speaker_name")],
+)
+def test_a_renamed_field_fails_the_check(protocol: ModuleType, sent: str, real: str) -> None:
+    # What the contract test does when speech.py sends a name the server does not read.
+    body = SpeechClient("http://unused").payload(Job(text="Hi.", instructions="Calm."), "Hi.")
+    body[real] = body.pop(sent)
+    with pytest.raises(AssertionError, match="fields the server ignores"):
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+
+
+def test_the_stand_in_offers_the_real_formats(protocol: ModuleType) -> None:
+    field = protocol.OpenAICreateSpeechRequest.model_fields["response_format"]
+    assert set(typing.get_args(field.annotation)) == set(speech_server.FORMATS)
+    assert protocol.DEFAULT_AUDIO_FORMAT == "wav"
+
+
+def test_the_stand_in_limits_are_the_servers(omni: Path) -> None:
+    serving = (omni / "entrypoints/openai/serving_speech.py").read_text()
+    limit = re.search(r"^_TTS_MAX_INSTRUCTIONS_LENGTH = (\d+)$", serving, re.M)
+    assert limit and int(limit.group(1)) == speech_server.MAX_INSTRUCTIONS
+    for header in ("X-VLLM-OMNI-INPUT-TOKENS", "X-VLLM-OMNI-OUTPUT-TOKENS"):
+        assert f'"{header}"' in serving
+    adapter = (omni / "entrypoints/openai/tts_adapters/qwen3_tts.py").read_text()
+    rates = re.search(r"supported_output_sample_rates = frozenset\(\{([\d, ]+)\}\)", adapter)
+    assert rates and {int(r) for r in rates.group(1).split(",")} == set(speech_server.SAMPLE_RATES)
+    assert "Instructions too long (max {server._max_instructions_length} characters)" in adapter
+
+
+def test_the_context_budget_is_the_deployed_one(omni: Path) -> None:
+    deploy = yaml.safe_load((omni / "deploy" / "qwen3_tts.yaml").read_text())
+    talker = next(stage for stage in deploy["stages"] if stage["stage_id"] == 0)
+    assert talker["max_model_len"] == speech_backends.MAX_MODEL_LEN == MAX_MODEL_LEN
+    assert talker["default_sampling_params"]["min_tokens"] == speech_backends.MIN_FRAMES
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": "Hi."},
+        {"input": "Hi.", "speaker": "ryan", "response_format": "opus"},
+        {"input": "Hi.", "voice": {"id": "ryan"}},
+        {"input": "Hi.", "speed": 0.25},
+        {"input": "Hi.", "speed": 4.5},
+        {"input": "Hi.", "speed": 0.1},
+        {"input": "Hi.", "response_format": "ogg"},
+        {"input": "Hi.", "task_type": "Clone"},
+        {"input": "Hi.", "sample_rate": 0},
+        {"input": 5},
+        {"voice": "ryan"},
+    ],
+)
+def test_the_stand_in_rejects_what_the_schema_rejects(protocol: ModuleType, body: dict) -> None:
+    from pydantic import ValidationError
+
+    try:
+        protocol.OpenAICreateSpeechRequest.model_validate(body)
+        real_accepts = True
+    except ValidationError:
+        real_accepts = False
+    try:
+        speech_server.validate(body, DEFAULT_MODEL)
+        ours_accepts = True
+    except speech_server.HTTPError as error:
+        assert error.status == 400
+        ours_accepts = False
+    assert ours_accepts == real_accepts
