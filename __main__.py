@@ -9,6 +9,7 @@ import pulumi_aws as aws
 
 from components.platform import Platform, PlatformArgs
 from components.stack_config import load_stack_config
+from tts_fleet.spec import outputs
 from tts_fleet.spec.config import ConfigError
 
 PROJECT = "tts-fleet"
@@ -36,12 +37,16 @@ platform = Platform(
     opts=pulumi.ResourceOptions(providers=[provider]),
 )
 
-pulumi.export("queueUrl", platform.queue_url)
-pulumi.export("dlqUrl", platform.dlq_url)
-pulumi.export("bucketName", platform.bucket_name)
-pulumi.export("clusterName", platform.cluster_name)
-pulumi.export("serviceName", platform.service_name)
-pulumi.export("producerPolicyArn", platform.producer_policy_arn)
-pulumi.export("imageUri", platform.image_uri)
-pulumi.export("dashboardUrl", platform.dashboard_url)
-pulumi.export("alertsTopicArn", platform.alerts_topic_arn)
+exports = {
+    outputs.QUEUE_URL: platform.queue_url,
+    outputs.DLQ_URL: platform.dlq_url,
+    outputs.BUCKET_NAME: platform.bucket_name,
+    outputs.CLUSTER_NAME: platform.cluster_name,
+    outputs.SERVICE_NAME: platform.service_name,
+    outputs.PRODUCER_POLICY_ARN: platform.producer_policy_arn,
+    outputs.IMAGE_URI: platform.image_uri,
+    outputs.DASHBOARD_URL: platform.dashboard_url,
+    outputs.ALERTS_TOPIC_ARN: platform.alerts_topic_arn,
+}
+for name, value in exports.items():
+    pulumi.export(name, value)

@@ -1,10 +1,22 @@
-"""Service trust policies shared by the components that create roles."""
+"""IAM statements shared by the components: service trust policies and the TLS-only deny."""
 
 from __future__ import annotations
 
 import json
 
 import pulumi
+
+
+def deny_insecure_transport(resource: pulumi.Input[str], actions: str) -> dict:
+    """The statement every queue, bucket and topic policy carries: no request without TLS."""
+    return {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": actions,
+        "Resource": resource,
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
 
 
 def assume_role(service: str) -> str:

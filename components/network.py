@@ -64,6 +64,7 @@ class NetworkArgs(BaseModel):
 
     config: NetworkConfig
     cidr: str = DEFAULT_CIDR
+    region: str | pulumi.Output[str] | None = None  # None: looked up when first needed
 
 
 class Network(pulumi.ComponentResource):
@@ -76,7 +77,7 @@ class Network(pulumi.ComponentResource):
         super().__init__("tts-fleet:network:Network", name, None, opts)
         self._name = name
         self._args = args
-        self._region: pulumi.Output[str] | None = None
+        self._region = None if args.region is None else pulumi.Output.from_input(args.region)
         cfg = args.config
         if cfg.mode == "existing":
             self.vpc_id = pulumi.Output.from_input(cfg.vpc_id)

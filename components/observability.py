@@ -16,12 +16,19 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from components.queue import deny_insecure_transport
+from components.iam import deny_insecure_transport
 from tts_fleet.spec.config import AlertsConfig
+from worker.metrics import (
+    AUDIO_SECONDS,
+    JOBS_COMPLETED,
+    JOBS_FAILED,
+    QUEUE_WAIT_SECONDS,
+    SYNTH_SECONDS,
+)
+from worker.metrics import NAMESPACE as WORKER_NAMESPACE
 
 COST_TAG_KEY = "tts-fleet:stack"
 BUDGET_THRESHOLDS_PERCENT = (80, 100)
-METRIC_NAMESPACE = "TtsFleet"  # the worker's Embedded Metric Format namespace (DESIGN §5.7)
 PERIOD_SECONDS = 60
 # CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 characters.
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
@@ -73,8 +80,11 @@ def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dic
 
 
 def dashboard_body(region: str, queue: str, dlq: str, cluster: str, service: str) -> str:
-    """The dashboard JSON: backlog, fleet size, throughput, latency and failures."""
-    sqs, ecs, own = "AWS/SQS", "ECS/ContainerInsights", METRIC_NAMESPACE
+    """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
+
+    The worker's own metrics (its EMF lines, DESIGN §5.7) by the names worker/metrics.py
+    emits them under."""
+    sqs, ecs, own = "AWS/SQS", "ECS/ContainerInsights", WORKER_NAMESPACE
     task = ("ClusterName", cluster, "ServiceName", service)
     widgets = [
         ("Outstanding jobs (visible + in flight)", [
@@ -89,17 +99,17 @@ def dashboard_body(region: str, queue: str, dlq: str, cluster: str, service: str
             [ecs, "PendingTaskCount", *task, {"label": "Pending"}],
         ], "Maximum"),
         ("Jobs completed and failed per minute", [
-            [own, "JobsCompleted", {"label": "Completed"}],
-            [own, "JobsFailed", {"label": "Failed"}],
+            [own, JOBS_COMPLETED, {"label": "Completed"}],
+            [own, JOBS_FAILED, {"label": "Failed"}],
         ], "Sum"),
         ("Synthesis seconds per job; audio seconds produced", [
-            [own, "SynthSeconds", {"stat": "Average", "label": "Synth s (avg)"}],
-            [own, "SynthSeconds", {"stat": "p90", "label": "Synth s (p90)"}],
-            [own, "AudioSeconds", {"stat": "Sum", "label": "Audio s", "yAxis": "right"}],
+            [own, SYNTH_SECONDS, {"stat": "Average", "label": "Synth s (avg)"}],
+            [own, SYNTH_SECONDS, {"stat": "p90", "label": "Synth s (p90)"}],
+            [own, AUDIO_SECONDS, {"stat": "Sum", "label": "Audio s", "yAxis": "right"}],
         ], "Average"),
         ("Queue wait (s): per job and oldest message", [
-            [own, "QueueWaitSeconds", {"stat": "Average", "label": "Wait (avg)"}],
-            [own, "QueueWaitSeconds", {"stat": "Maximum", "label": "Wait (max)"}],
+            [own, QUEUE_WAIT_SECONDS, {"stat": "Average", "label": "Wait (avg)"}],
+            [own, QUEUE_WAIT_SECONDS, {"stat": "Maximum", "label": "Wait (max)"}],
             [sqs, "ApproximateAgeOfOldestMessage", "QueueName", queue, {"label": "Oldest"}],
         ], "Maximum"),
         ("Dead-letter queue depth", [

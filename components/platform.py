@@ -54,7 +54,11 @@ class Platform(pulumi.ComponentResource):
     ) -> None:
         super().__init__("tts-fleet:platform:Platform", name, None, opts)
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
-        network = Network(f"{name}-network", NetworkArgs(config=cfg.network), opts=child)
+        # The provider's region (`aws:region`), looked up once for every component needing it.
+        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
+        network = Network(
+            f"{name}-network", NetworkArgs(config=cfg.network, region=region), opts=child
+        )
         queue = JobQueue(
             f"{name}-queue",
             JobQueueArgs(config=cfg.queue, producer_principal_arns=cfg.producers.principal_arns),
@@ -82,7 +86,7 @@ class Platform(pulumi.ComponentResource):
         )
         service = WorkerService(
             f"{name}-worker",
-            worker_service_args(cfg, network, queue, bucket, image, capacity),
+            worker_service_args(cfg, network, queue, bucket, image, capacity, region),
             opts=child,
         )
         autoscaling = QueueAutoscaling(
@@ -99,7 +103,7 @@ class Platform(pulumi.ComponentResource):
             f"{name}-observability",
             ObservabilityArgs(
                 stack=args.stack,
-                region=aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region,
+                region=region,
                 queue_name=queue.queue_name,
                 dlq_name=queue.dlq_name,
                 cluster_name=capacity.cluster_name,
@@ -156,6 +160,7 @@ def worker_service_args(
     bucket: OutputBucket,
     image: WorkerImage,
     capacity: GpuCapacity,
+    region: pulumi.Output[str],
 ) -> WorkerServiceArgs:
     """Everything the worker task needs to know, from the config and its sibling components."""
     return WorkerServiceArgs(
@@ -176,4 +181,5 @@ def worker_service_args(
         dlq_arn=queue.dlq_arn,
         bucket_name=bucket.bucket_name,
         bucket_arn=bucket.bucket_arn,
+        region=region,
     )

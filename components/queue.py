@@ -16,21 +16,10 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
+from components.iam import deny_insecure_transport
 from tts_fleet.spec.config import QueueConfig
 
 SECONDS_PER_DAY = 86_400
-
-
-def deny_insecure_transport(resource: pulumi.Input[str], actions: str) -> dict:
-    """The statement every queue and bucket policy carries: no request without TLS."""
-    return {
-        "Sid": "DenyInsecureTransport",
-        "Effect": "Deny",
-        "Principal": "*",
-        "Action": actions,
-        "Resource": resource,
-        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-    }
 
 
 def redrive_policy(dlq_arn: str, max_receive_count: int) -> str:

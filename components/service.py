@@ -1,6 +1,6 @@
 """WorkerService: the GPU task definition, its two roles, its log group and the ECS service.
 
-One container runs vLLM-Omni (the model server on 127.0.0.1:8091) and the worker
+One container runs vLLM-Omni (the model server on 127.0.0.1:SPEECH_PORT) and the worker
 (`worker/entrypoint.sh`). The service starts at desired count 0 and ignores `desiredCount`
 afterwards: QueueAutoscaling owns it, and `pulumi up` must not reset a running fleet to 0.
 """
@@ -21,8 +21,8 @@ from components.service_policies import (
     task_protection_arn,
 )
 from tts_fleet.spec.config import QueueConfig, WorkerConfig
+from worker.settings import DEFAULT_SPEECH_URL, worker_env
 
-SPEECH_PORT = 8091
 LOG_RETENTION_DAYS = 30
 # Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
 # and the OS (a hard limit equal to host memory would never be placed).
@@ -38,20 +38,21 @@ def worker_environment(
     bucket: str,
     region: str,
 ) -> list[dict[str, str]]:
-    """The env contract of `python -m worker` (DESIGN §3.4)."""
-    values = {
-        "QUEUE_URL": queue_url,
-        "DLQ_URL": dlq_url,
-        "OUTPUT_BUCKET": bucket,
-        "OUTPUT_PREFIX": "",
-        "SPEECH_URL": f"http://127.0.0.1:{SPEECH_PORT}",
-        "SPEECH_MODEL": worker.model,
-        "CONCURRENCY": str(worker.concurrency),
-        "VISIBILITY_TIMEOUT": str(queue.visibility_timeout_seconds),
-        "MAX_TEXT_CHARS": str(worker.max_text_chars),
-        "STOP_TIMEOUT_SECONDS": str(worker.stop_timeout_seconds),
-        "AWS_REGION": region,
-    }
+    """The env contract of `python -m worker` (DESIGN §3.4), written by the worker's own
+    `worker_env`; called with resolved values, inside the task definition's `apply`."""
+    values = worker_env(
+        queue_url=queue_url,
+        dlq_url=dlq_url,
+        output_bucket=bucket,
+        output_prefix="",
+        aws_region=region,
+        speech_url=DEFAULT_SPEECH_URL,  # vLLM-Omni beside the worker, in the same container
+        speech_model=worker.model,
+        concurrency=worker.concurrency,
+        visibility_timeout=queue.visibility_timeout_seconds,
+        max_text_chars=worker.max_text_chars,
+        stop_timeout_seconds=worker.stop_timeout_seconds,
+    )
     return [{"name": k, "value": v} for k, v in values.items()]
 
 
@@ -75,6 +76,7 @@ class WorkerServiceArgs(BaseModel):
     dlq_arn: str | pulumi.Output[str]
     bucket_name: str | pulumi.Output[str]
     bucket_arn: str | pulumi.Output[str]
+    region: str | pulumi.Output[str]  # the stack's, resolved once by Platform
 
 
 class WorkerService(pulumi.ComponentResource):
@@ -94,7 +96,13 @@ class WorkerService(pulumi.ComponentResource):
             name, "execution", execution_policy(args.repository_arns, logs.arn), args.cluster_arn
         )
         protection = task_protection_arn(args.cluster_arn, args.cluster_name)
-        task_role = self._role(name, "task", task_policy(args, protection), args.cluster_arn)
+        permissions = task_policy(
+            queue_arn=args.queue_arn,
+            dlq_arn=args.dlq_arn,
+            bucket_arn=args.bucket_arn,
+            protection_arn=protection,
+        )
+        task_role = self._role(name, "task", permissions, args.cluster_arn)
         task_definition = aws.ecs.TaskDefinition(
             f"{name}-task",
             family=f"{pulumi.get_project()}-{pulumi.get_stack()}-worker",
@@ -102,7 +110,7 @@ class WorkerService(pulumi.ComponentResource):
             network_mode="awsvpc",
             execution_role_arn=execution_role.arn,
             task_role_arn=task_role.arn,
-            container_definitions=self._containers(args, logs.name, args.cluster_arn),
+            container_definitions=self._containers(args, logs.name),
             opts=child,
         )
         service = aws.ecs.Service(
@@ -154,12 +162,9 @@ class WorkerService(pulumi.ComponentResource):
         return role
 
     @staticmethod
-    def _containers(
-        args: WorkerServiceArgs, log_group: pulumi.Output[str], cluster_arn: pulumi.Input[str]
-    ) -> pulumi.Output[str]:
+    def _containers(args: WorkerServiceArgs, log_group: pulumi.Output[str]) -> pulumi.Output[str]:
         def render(values: list[str]) -> str:
-            image, queue_url, dlq_url, bucket, group, arn = values
-            region = arn.split(":")[3]
+            image, queue_url, dlq_url, bucket, group, region = values
             container = {
                 "name": CONTAINER_NAME,
                 "image": image,
@@ -187,5 +192,5 @@ class WorkerService(pulumi.ComponentResource):
             return json.dumps([container])
 
         return pulumi.Output.all(
-            args.image_uri, args.queue_url, args.dlq_url, args.bucket_name, log_group, cluster_arn
+            args.image_uri, args.queue_url, args.dlq_url, args.bucket_name, log_group, args.region
         ).apply(render)

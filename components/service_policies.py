@@ -5,16 +5,13 @@ Kept beside service.py so the component stays small and the documents can be tes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pulumi
 
-if TYPE_CHECKING:
-    from components.service import WorkerServiceArgs
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 
 CONTAINER_NAME = "worker"
 # Where the worker writes (DESIGN §3.3); the task role may touch nothing else in the bucket.
-OUTPUT_PREFIXES = ("outputs/", "failures/")
+OUTPUT_PREFIXES = (OUTPUTS_PREFIX, FAILURES_PREFIX)
 ECR_PULL_ACTIONS = [
     "ecr:BatchCheckLayerAvailability",
     "ecr:BatchGetImage",
@@ -63,9 +60,15 @@ def execution_policy(
     }
 
 
-def task_policy(args: WorkerServiceArgs, protection_arn: pulumi.Input[str]) -> dict:
+def task_policy(
+    *,
+    queue_arn: pulumi.Input[str],
+    dlq_arn: pulumi.Input[str],
+    bucket_arn: pulumi.Input[str],
+    protection_arn: pulumi.Input[str],
+) -> dict:
     """The worker's role: this queue, this DLQ, two prefixes of this bucket, its own protection."""
-    objects = [pulumi.Output.concat(args.bucket_arn, "/", p, "*") for p in OUTPUT_PREFIXES]
+    objects = [pulumi.Output.concat(bucket_arn, "/", p, "*") for p in OUTPUT_PREFIXES]
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -78,14 +81,14 @@ def task_policy(args: WorkerServiceArgs, protection_arn: pulumi.Input[str]) -> d
                     "sqs:ChangeMessageVisibility",
                     "sqs:GetQueueAttributes",
                 ],
-                "Resource": args.queue_arn,
+                "Resource": queue_arn,
             },
             {
                 # GetQueueAttributes: the worker checks at start that its DLQ exists.
                 "Sid": "DeadLetterInvalidJobs",
                 "Effect": "Allow",
                 "Action": ["sqs:SendMessage", "sqs:GetQueueAttributes"],
-                "Resource": args.dlq_arn,
+                "Resource": dlq_arn,
             },
             {
                 "Sid": "WriteOutputs",
@@ -102,7 +105,7 @@ def task_policy(args: WorkerServiceArgs, protection_arn: pulumi.Input[str]) -> d
                 "Sid": "SeeOwnOutputs",
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
-                "Resource": args.bucket_arn,
+                "Resource": bucket_arn,
             },
             {
                 # The worker holds ECS task scale-in protection while a job is in flight: it

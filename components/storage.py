@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.queue import deny_insecure_transport
+from components.iam import deny_insecure_transport
 
 # Incomplete multipart uploads (an interrupted large upload) are billed until aborted.
 ABORT_MULTIPART_DAYS = 1

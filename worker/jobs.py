@@ -1,6 +1,7 @@
-"""The job message (DESIGN §3.2) and the S3 output layout (§3.3).
+"""The job message (DESIGN §3.2), the S3 output layout and its records (§3.3), the DLQ copy.
 
-Shared by the worker and by `tts_fleet/client/`, so it imports nothing heavier than pydantic.
+The worker writes all of these and owns them; `tts_fleet/client/`, the local fleet and the
+task role's IAM policy read them from here. So it imports nothing heavier than pydantic.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ AudioFormat = Literal["wav", "flac", "mp3", "pcm"]
 # Speed range that vLLM-Omni's /v1/audio/speech accepts.
 MIN_SPEED = 0.25
 MAX_SPEED = 4.0
+# Under the stack's output prefix: audio and manifests, and failure records (DESIGN §3.3).
+OUTPUTS_PREFIX = "outputs/"
+FAILURES_PREFIX = "failures/"
+# Message attributes of a dead-lettered job's copy in the DLQ: why it failed, and its id.
+DLQ_ERROR_ATTRIBUTE = "error"
+DLQ_JOB_ID_ATTRIBUTE = "job_id"
 
 
 class Job(BaseModel):
@@ -111,12 +118,56 @@ class InvalidJob(ValueError):
 
 
 def audio_key(job_id: str, fmt: str, prefix: str = "") -> str:
-    return f"{prefix}outputs/{job_id}.{fmt}"
+    return f"{prefix}{OUTPUTS_PREFIX}{job_id}.{fmt}"
 
 
 def manifest_key(job_id: str, prefix: str = "") -> str:
-    return f"{prefix}outputs/{job_id}.json"
+    return f"{prefix}{OUTPUTS_PREFIX}{job_id}.json"
 
 
 def failure_key(job_id: str, prefix: str = "") -> str:
-    return f"{prefix}failures/{job_id}.json"
+    return f"{prefix}{FAILURES_PREFIX}{job_id}.json"
+
+
+class _Record(BaseModel):
+    # Unknown fields are ignored on read: a newer worker may add one, and the tools reading
+    # its outputs must still parse them.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    def to_json(self) -> bytes:
+        """The object body the worker PUTs (field order as declared, non-ASCII kept)."""
+        return json.dumps(self.model_dump(), ensure_ascii=False).encode()
+
+
+class Manifest(_Record):
+    """outputs/<id>.json: written last, so its presence means the job is done."""
+
+    id: str
+    request: dict[str, Any]  # Job.request(): the synthesis request without the id
+    audio_key: str
+    duration_s: float | None
+    sample_rate: int | None
+    model: str
+    voice: str
+    synth_s: float
+    queue_wait_s: float
+    attempts: int  # the message's receive count
+    pieces: int  # speech requests the text was split into
+    worker: str
+    finished_at: str  # ISO 8601, UTC, milliseconds
+
+
+class FailureRecord(_Record):
+    """failures/<id>.json: why a job failed permanently (its message went to the DLQ)."""
+
+    id: str
+    error: str  # the kind of failure, e.g. "invalid job"
+    detail: str
+    attempts: int
+    message_id: str
+    worker: str
+    failed_at: str  # ISO 8601, UTC, milliseconds
+
+    def reason(self) -> str:
+        """One line: the kind, then the detail when there is one."""
+        return f"{self.error}: {self.detail}" if self.detail else self.error

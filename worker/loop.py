@@ -22,7 +22,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from worker.heartbeat import MAX_BATCH_ENTRIES, Heartbeat, InFlight, Task, change_visibility
-from worker.jobs import InvalidJob, Job, audio_key, failure_key, manifest_key, parse_job
+from worker.jobs import (
+    DLQ_ERROR_ATTRIBUTE,
+    DLQ_JOB_ID_ATTRIBUTE,
+    FailureRecord,
+    InvalidJob,
+    Job,
+    Manifest,
+    audio_key,
+    failure_key,
+    manifest_key,
+    parse_job,
+)
 from worker.metrics import Metrics
 from worker.protection import Protection, Renewal
 from worker.settings import MAX_VISIBILITY_SECONDS, Settings
@@ -293,21 +304,21 @@ class Worker:
 
     def _complete(self, task: Task, job: Job, speech: Speech, synth_s: float) -> None:
         queue_wait = task.received_at - self._sent_at(task)
-        manifest = {
-            "id": job.job_id,
-            "request": job.request(),
-            "audio_key": audio_key(job.job_id, job.format, self.s.output_prefix),
-            "duration_s": speech.duration_s,
-            "sample_rate": speech.sample_rate,
-            "model": self.s.speech_model,
-            "voice": job.voice,
-            "synth_s": round(synth_s, 3),
-            "queue_wait_s": round(queue_wait, 3),
-            "attempts": task.receive_count,
-            "pieces": speech.pieces,
-            "worker": self.s.worker_id,
-            "finished_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        }
+        manifest = Manifest(
+            id=job.job_id,
+            request=job.request(),
+            audio_key=audio_key(job.job_id, job.format, self.s.output_prefix),
+            duration_s=speech.duration_s,
+            sample_rate=speech.sample_rate,
+            model=self.s.speech_model,
+            voice=job.voice,
+            synth_s=round(synth_s, 3),
+            queue_wait_s=round(queue_wait, 3),
+            attempts=task.receive_count,
+            pieces=speech.pieces,
+            worker=self.s.worker_id,
+            finished_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        )
         with task.lock:
             if task.abandoned or not self._store(task, job, speech.audio, manifest):
                 return
@@ -316,7 +327,7 @@ class Worker:
             synth_s, speech.duration_s, queue_wait, job_id=job.job_id, worker=self.s.worker_id
         )
 
-    def _store(self, task: Task, job: Job, audio: bytes, manifest: dict[str, Any]) -> bool:
+    def _store(self, task: Task, job: Job, audio: bytes, manifest: Manifest) -> bool:
         """Audio, then the manifest, then delete; False when another worker got there first.
 
         Guaranteed, across workers: at most one manifest PUT per job id ever succeeds (the
@@ -331,11 +342,11 @@ class Worker:
             log.info("job %s finished by another worker meanwhile: deleting", job.job_id)
             self._delete(task)
             return False
-        self._put(manifest["audio_key"], audio, CONTENT_TYPES[job.format])
+        self._put(manifest.audio_key, audio, CONTENT_TYPES[job.format])
         try:
             self._put(
                 manifest_key(job.job_id, self.s.output_prefix),
-                json.dumps(manifest, ensure_ascii=False).encode(),
+                manifest.to_json(),
                 "application/json",
                 only_if_new=True,
             )
@@ -370,15 +381,15 @@ class Worker:
     def _fail(self, task: Task, error: str, detail: str) -> None:
         """Permanent: failure record, a copy in the DLQ with the reason, then delete."""
         job_id = task.job_id or task.message["MessageId"]
-        record = {
-            "id": job_id,
-            "error": error,
-            "detail": detail,
-            "attempts": task.receive_count,
-            "message_id": task.message["MessageId"],
-            "worker": self.s.worker_id,
-            "failed_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        }
+        record = FailureRecord(
+            id=job_id,
+            error=error,
+            detail=detail,
+            attempts=task.receive_count,
+            message_id=task.message["MessageId"],
+            worker=self.s.worker_id,
+            failed_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        )
         reason = sqs_text(f"{error}: {detail}", MAX_ERROR_ATTRIBUTE_BYTES)
         try:
             with task.lock:
@@ -386,15 +397,15 @@ class Worker:
                     return
                 self._put(
                     failure_key(job_id, self.s.output_prefix),
-                    json.dumps(record, ensure_ascii=False).encode(),
+                    record.to_json(),
                     "application/json",
                 )
                 self.sqs.send_message(
                     QueueUrl=self.s.dlq_url,
                     MessageBody=task.message["Body"],
                     MessageAttributes={
-                        "error": {"DataType": "String", "StringValue": reason},
-                        "job_id": {
+                        DLQ_ERROR_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
+                        DLQ_JOB_ID_ATTRIBUTE: {
                             "DataType": "String",
                             "StringValue": sqs_text(job_id, MAX_ERROR_ATTRIBUTE_BYTES),
                         },

@@ -12,14 +12,21 @@ import threading
 import time
 from typing import Any, TextIO
 
+# The metric contract: the stack's dashboard (components/observability.py) graphs these.
 NAMESPACE = "TtsFleet"
+JOBS_COMPLETED = "JobsCompleted"
+JOBS_FAILED = "JobsFailed"
+SYNTH_SECONDS = "SynthSeconds"
+AUDIO_SECONDS = "AudioSeconds"
+QUEUE_WAIT_SECONDS = "QueueWaitSeconds"
 UNITS = {
-    "JobsCompleted": "Count",
-    "JobsFailed": "Count",
-    "SynthSeconds": "Seconds",
-    "AudioSeconds": "Seconds",
-    "QueueWaitSeconds": "Seconds",
+    JOBS_COMPLETED: "Count",
+    JOBS_FAILED: "Count",
+    SYNTH_SECONDS: "Seconds",
+    AUDIO_SECONDS: "Seconds",
+    QUEUE_WAIT_SECONDS: "Seconds",
 }
+METRIC_NAMES = frozenset(UNITS)
 
 
 class Metrics:
@@ -57,13 +64,13 @@ class Metrics:
         self, synth_s: float, audio_s: float | None, queue_wait_s: float, **properties: Any
     ) -> None:
         values = {
-            "JobsCompleted": 1.0,
-            "SynthSeconds": round(synth_s, 3),
-            "QueueWaitSeconds": round(queue_wait_s, 3),
+            JOBS_COMPLETED: 1.0,
+            SYNTH_SECONDS: round(synth_s, 3),
+            QUEUE_WAIT_SECONDS: round(queue_wait_s, 3),
         }
         if audio_s is not None:
-            values["AudioSeconds"] = round(audio_s, 3)
+            values[AUDIO_SECONDS] = round(audio_s, 3)
         self.emit(values, **properties)
 
     def failed(self, **properties: Any) -> None:
-        self.emit({"JobsFailed": 1.0}, **properties)
+        self.emit({JOBS_FAILED: 1.0}, **properties)

@@ -17,6 +17,11 @@ MAX_VISIBILITY_SECONDS = 43_200
 # ECS task scale-in protection: ExpiresInMinutes is 1..2,880 (ECS developer guide).
 MAX_PROTECTION_MINUTES = 2_880
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
+# vLLM-Omni's port inside the GPU task (worker/entrypoint.sh serves on it by default).
+SPEECH_PORT = 8091
+DEFAULT_SPEECH_URL = f"http://127.0.0.1:{SPEECH_PORT}"
+# Not in _FIELDS: read with a botocore fallback below, but written under this one name.
+REGION_ENV = "AWS_REGION"
 
 
 class SettingsError(ValueError):
@@ -30,7 +35,7 @@ class Settings:
     output_bucket: str
     output_prefix: str = ""
     aws_region: str = "us-east-1"
-    speech_url: str = "http://127.0.0.1:8091"
+    speech_url: str = DEFAULT_SPEECH_URL
     speech_model: str = DEFAULT_MODEL
     speech_task_type: str = ""
     speech_timeout_seconds: float = 600.0
@@ -115,6 +120,34 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
 }
 
 
+# Settings field -> env name: what `worker_env` may write, from the table `load_settings` reads.
+_ENV_OF_FIELD = {field: name for name, (field, _, _) in _FIELDS.items()}
+_ENV_OF_FIELD["aws_region"] = REGION_ENV
+ENV_NAMES = frozenset(_ENV_OF_FIELD.values())  # every variable the worker reads
+
+
+def worker_env(**settings: object) -> dict[str, Any]:
+    """The env that `load_settings` reads back as these values, named by Settings field:
+    `worker_env(queue_url=u, concurrency=4)` -> `{"QUEUE_URL": u, "CONCURRENCY": "4"}`.
+
+    The one writer of this contract (the task definition, the local fleet and the tests use
+    it), so a renamed variable cannot be written under its old name: an unknown field is a
+    TypeError. A missing required one is not: `load_settings` names it. None leaves a
+    variable unset (the worker's default). Plain ints and floats become text; anything else
+    (text, or a `pulumi.Output` of text) is passed through untouched.
+    """
+    unknown = sorted(set(settings) - set(_ENV_OF_FIELD))
+    if unknown:
+        raise TypeError(f"not worker settings: {', '.join(unknown)}")
+    return {_ENV_OF_FIELD[f]: _env_text(v) for f, v in settings.items() if v is not None}
+
+
+def _env_text(value: object) -> object:
+    if isinstance(value, bool):  # an int to Python, but no parser here reads "True"
+        raise TypeError(f"no worker setting is a boolean: {value!r}")
+    return str(value) if isinstance(value, int | float) else value
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Reads the environment; raises SettingsError listing every problem on one line."""
     env = os.environ if environ is None else environ
@@ -134,7 +167,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             problems.append(f"{name}={raw!r}: {reason}")
     values.setdefault("worker_id", f"{socket.gethostname()}-{os.getpid()}")
     # botocore reads AWS_DEFAULT_REGION only; the contract (and ECS) names AWS_REGION.
-    region = env.get("AWS_REGION", "").strip() or env.get("AWS_DEFAULT_REGION", "").strip()
+    region = env.get(REGION_ENV, "").strip() or env.get("AWS_DEFAULT_REGION", "").strip()
     if region:
         values["aws_region"] = region
     else:

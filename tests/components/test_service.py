@@ -50,6 +50,8 @@ def service_args(**overrides: Any) -> WorkerServiceArgs:
         "dlq_arn": DLQ_ARN,
         "bucket_name": "outputs",
         "bucket_arn": BUCKET_ARN,
+        # Unlike the ARNs' region: the env and the log driver take the one Platform passes.
+        "region": "eu-west-1",
     }
     return WorkerServiceArgs(**{**values, **overrides})
 
@@ -124,13 +126,13 @@ def test_task_definition_runs_on_managed_instances_with_gpus_and_the_worker_env(
         "VISIBILITY_TIMEOUT": "600",
         "MAX_TEXT_CHARS": "5000",
         "STOP_TIMEOUT_SECONDS": "90",
-        "AWS_REGION": "us-east-1",
+        "AWS_REGION": "eu-west-1",
     }
     assert container["logConfiguration"] == {
         "logDriver": "awslogs",
         "options": {
             "awslogs-group": "w-logs",
-            "awslogs-region": "us-east-1",
+            "awslogs-region": "eu-west-1",
             "awslogs-stream-prefix": "worker",
         },
     }

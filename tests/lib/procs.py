@@ -24,22 +24,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from worker.settings import ENV_NAMES
+from worker.settings import worker_env as settings_env
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 # Worker settings that make faults resolve in seconds instead of minutes.
-WORKER_TEST_DEFAULTS = {
-    "WAIT_TIME_SECONDS": "1",
-    "VISIBILITY_TIMEOUT": "5",
-    "HEARTBEAT_SECONDS": "1",
-    "STOP_TIMEOUT_SECONDS": "10",
-    "HEALTH_TIMEOUT_SECONDS": "30",
-    "RETRY_BASE_SECONDS": "1",
-    "RETRY_MAX_SECONDS": "4",
-    "SPEECH_RETRIES": "1",
-    "CONCURRENCY": "4",
-    "PYTHONUNBUFFERED": "1",
-}
+WORKER_TEST_DEFAULTS = settings_env(
+    wait_time_seconds=1,
+    visibility_timeout=5,
+    heartbeat_seconds=1,
+    stop_timeout_seconds=10,
+    health_timeout_seconds=30,
+    retry_base_seconds=1,
+    retry_max_seconds=4,
+    speech_retries=1,
+    concurrency=4,
+)
 
 
 def _logfile(prefix: str) -> Path:
@@ -160,9 +162,18 @@ class WorkerProcess(subprocess.Popen[bytes]):
 
 
 def worker_env(env: dict[str, str], **overrides: Any) -> dict[str, str]:
-    merged = {**WORKER_TEST_DEFAULTS, **env}
+    """Test defaults, then `env`, then `overrides`: worker variables, each one it reads (so a
+    test cannot set a renamed variable that the worker would silently ignore)."""
+    unknown = sorted(set(overrides) - ENV_NAMES)
+    if unknown:
+        raise TypeError(f"the worker reads no {', '.join(unknown)}")
+    merged = {
+        **settings_env(worker_id=f"test-worker-{time.monotonic_ns() % 10**9}"),
+        **WORKER_TEST_DEFAULTS,
+        "PYTHONUNBUFFERED": "1",
+        **env,
+    }
     merged.update({key: str(value) for key, value in overrides.items()})
-    merged.setdefault("WORKER_ID", f"test-worker-{time.monotonic_ns() % 10**9}")
     return merged
 
 
@@ -182,11 +193,9 @@ def start_worker(env: dict[str, str], **overrides: Any) -> WorkerProcess:
 
 def env_for(names: dict[str, str]) -> dict[str, str]:
     """Worker env variables for the dict that make_queues_and_bucket returns."""
-    return {
-        "QUEUE_URL": names["queue_url"],
-        "DLQ_URL": names["dlq_url"],
-        "OUTPUT_BUCKET": names["bucket"],
-    }
+    return settings_env(
+        queue_url=names["queue_url"], dlq_url=names["dlq_url"], output_bucket=names["bucket"]
+    )
 
 
 @dataclass

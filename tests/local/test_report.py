@@ -23,6 +23,7 @@ from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
 from tts_fleet.local.scaler import Tick
 from tts_fleet.local.view import sparkline, status_line
 from tts_fleet.spec.config import ConfigError
+from worker.jobs import Manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,21 +42,27 @@ def test_percentile_is_nearest_rank(values: list[float], q: float, expected: flo
     assert percentile(values, q) == expected
 
 
-def test_latency_prefers_the_workers_own_measurements() -> None:
-    assert latency({"queue_wait_s": 1.5, "synth_s": 0.25}, 0.0) == 1.75
-    finished = {"finished_at": "2026-01-01T00:00:10+00:00"}
-    submitted = 1767225600.0  # 2026-01-01T00:00:00Z
-    assert latency(finished, submitted) == 10.0
-    assert latency({"finished_at": "2026-01-01T00:00:04Z"}, submitted) == 4.0
-    assert latency({}, submitted) is None
+def manifest(
+    job_id: str, duration_s: float | None, wait: float = 0.0, synth: float = 0.0
+) -> Manifest:
+    return Manifest(
+        id=job_id, request={}, audio_key=f"outputs/{job_id}.wav", duration_s=duration_s,
+        sample_rate=22_050, model="m", voice="v", synth_s=synth, queue_wait_s=wait, attempts=1,
+        pieces=1, worker="w", finished_at="2026-01-01T00:00:10.000+00:00",
+    )  # fmt: skip
+
+
+def test_latency_is_the_workers_own_measurements() -> None:
+    assert latency(manifest("a", 1.0, wait=1.5, synth=0.25)) == 1.75
 
 
 def test_manifests_and_audio_seconds(tmp_path: Path) -> None:
-    (tmp_path / "a.json").write_text(json.dumps({"id": "a", "duration_s": 1.5}))
-    (tmp_path / "b.json").write_text(json.dumps({"id": "b", "duration_s": 2.25}))
+    (tmp_path / "a.json").write_bytes(manifest("a", 1.5).to_json())
+    (tmp_path / "b.json").write_bytes(manifest("b", 2.25).to_json())
+    (tmp_path / "c.json").write_bytes(manifest("c", None).to_json())
     (tmp_path / "a.wav").write_bytes(b"RIFF")
     manifests = read_manifests(sorted(tmp_path.iterdir()))
-    assert [m["id"] for m in manifests] == ["a", "b"]
+    assert [m.id for m in manifests] == ["a", "b", "c"]
     assert audio_seconds(manifests) == 3.75
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from tests.lib.procs import ROOT
 from worker.jobs import (
+    FailureRecord,
     InvalidJob,
     Job,
+    Manifest,
     audio_key,
     derive_id,
     failure_key,
@@ -85,3 +87,52 @@ def test_jobs_module_does_not_import_boto3() -> None:
     code = "import sys, worker.jobs; print('boto3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.strip() == "False"
+
+
+# As worker/loop.py wrote them before the models: existing outputs must parse, and a new
+# worker must write the same bytes (field order, floats, non-ASCII kept).
+MANIFEST_BEFORE = {
+    "id": "j1",
+    "request": {"text": "Grüße", "voice": "Vivian", "language": "German", "instructions": "",
+                "format": "wav", "speed": 1.0},
+    "audio_key": "team/outputs/j1.wav",
+    "duration_s": 2.5,
+    "sample_rate": 24000,
+    "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+    "voice": "Vivian",
+    "synth_s": 1.234,
+    "queue_wait_s": 0.5,
+    "attempts": 2,
+    "pieces": 1,
+    "worker": "w-1",
+    "finished_at": "2026-01-01T00:00:00.123+00:00",
+}  # fmt: skip
+FAILURE_BEFORE = {
+    "id": "j2",
+    "error": "invalid job",
+    "detail": "text: Field required",
+    "attempts": 1,
+    "message_id": "m-2",
+    "worker": "w-1",
+    "failed_at": "2026-01-01T00:00:00.123+00:00",
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "before"),
+    [
+        (Manifest, MANIFEST_BEFORE),
+        (Manifest, {**MANIFEST_BEFORE, "duration_s": None, "sample_rate": None}),
+        (FailureRecord, FAILURE_BEFORE),
+    ],
+)
+def test_records_keep_the_json_workers_already_wrote(
+    model: type[Manifest | FailureRecord], before: dict
+) -> None:
+    body = json.dumps(before, ensure_ascii=False).encode()
+    assert model.model_validate_json(body).to_json() == body
+
+
+def test_records_ignore_a_field_a_newer_worker_adds() -> None:
+    body = json.dumps({**FAILURE_BEFORE, "trace_id": "t"})
+    assert FailureRecord.model_validate_json(body).reason() == "invalid job: text: Field required"

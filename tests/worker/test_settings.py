@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from tests.lib.procs import ROOT, env_for, make_queues_and_bucket, worker_env
 from worker.loop import backoff_seconds
 from worker.settings import Settings, SettingsError, load_settings
+from worker.settings import worker_env as settings_env
 
 REQUIRED = {
     "AWS_REGION": "us-east-1",
@@ -160,3 +162,43 @@ def test_sigterm_while_waiting_for_speech_exits_0(aws_env: dict[str, Any], sqs, 
         assert worker.wait(15) == 0
     finally:
         stop_process(worker)
+
+
+def test_worker_env_writes_what_load_settings_reads() -> None:
+    env = settings_env(
+        queue_url="https://sqs.eu-west-1.amazonaws.com/1/jobs",
+        dlq_url="https://sqs.eu-west-1.amazonaws.com/1/dlq",
+        output_bucket="out",
+        aws_region="eu-west-1",
+        concurrency=3,
+        stop_timeout_seconds=2.5,
+        prefetch=None,  # None: not written, the worker's default applies
+    )
+    assert env == {
+        "QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/1/jobs",
+        "DLQ_URL": "https://sqs.eu-west-1.amazonaws.com/1/dlq",
+        "OUTPUT_BUCKET": "out",
+        "AWS_REGION": "eu-west-1",
+        "CONCURRENCY": "3",
+        "STOP_TIMEOUT_SECONDS": "2.5",
+    }
+    settings = load_settings(env)
+    assert (settings.concurrency, settings.stop_timeout_seconds) == (3, 2.5)
+    assert settings.prefetch is None
+
+
+def test_worker_env_can_write_every_setting() -> None:
+    for field in dataclasses.fields(Settings):
+        assert len(settings_env(**{field.name: "1"})) == 1, field.name
+
+
+def test_worker_env_refuses_what_the_worker_would_not_read() -> None:
+    with pytest.raises(TypeError, match="not worker settings: concurency"):
+        settings_env(concurency=4)
+    with pytest.raises(TypeError, match="boolean"):
+        settings_env(concurrency=True)
+
+
+def test_worker_env_passes_unresolved_values_through() -> None:
+    pending = object()  # e.g. a pulumi.Output: resolved later, by its owner
+    assert settings_env(queue_url=pending)["QUEUE_URL"] is pending

@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 
 from tts_fleet.client.aws import Target
 from tts_fleet.client.status import queue_counts
-from worker.jobs import failure_key
+from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key
 
 RECEIVE_MAX_MESSAGES = 10  # ReceiveMessage MaxNumberOfMessages
 DELETE_BATCH_MAX_ENTRIES = 10
 DELETE_OBJECTS_MAX_KEYS = 1_000  # S3 DeleteObjects takes at most 1,000 keys per request
-ERROR_ATTRIBUTE = "error"  # message attribute the worker sets when it dead-letters a job
+ERROR_ATTRIBUTE = DLQ_ERROR_ATTRIBUTE  # the worker sets it when it dead-letters a job
 
 
 # A listed or redriven message stays invisible this long while we hold it; listing puts it

@@ -14,7 +14,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
-from worker.jobs import failure_key
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, FailureRecord, failure_key
 
 
 def list_keys(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
@@ -36,8 +36,9 @@ def outcomes(
     """(done ids, failed id -> error) among `ids`. A manifest wins over a failure record, since
     a redriven job that then succeeds leaves its old failure record behind."""
     wanted = set(ids)
-    done = wanted & _ids_with_json(s3, target.bucket, f"{target.prefix}outputs/")
-    failed_ids = (wanted - done) & _ids_with_json(s3, target.bucket, f"{target.prefix}failures/")
+    done = wanted & _ids_with_json(s3, target.bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
+    failures = f"{target.prefix}{FAILURES_PREFIX}"
+    failed_ids = (wanted - done) & _ids_with_json(s3, target.bucket, failures)
     cache = known_failures if known_failures is not None else {}
     for job_id in failed_ids - cache.keys():
         cache[job_id] = _failure_reason(s3, target, job_id)
@@ -47,11 +48,10 @@ def outcomes(
 def _failure_reason(s3: Any, target: Target, job_id: str) -> str:
     try:
         body = s3.get_object(Bucket=target.bucket, Key=failure_key(job_id, target.prefix))
-        record = json.loads(body["Body"].read())
-    except (ClientError, BotoCoreError, ValueError) as error:
+        record = FailureRecord.model_validate_json(body["Body"].read())
+    except (ClientError, BotoCoreError, ValueError) as error:  # ValidationError is a ValueError
         return f"failure record unreadable: {error}"
-    detail = record.get("detail")
-    return f"{record.get('error', 'failed')}: {detail}" if detail else str(record.get("error"))
+    return record.reason()
 
 
 # ---------------------------------------------------------------------------- results
@@ -72,7 +72,7 @@ def result_objects(
     s3: Any, target: Target, ids: Sequence[str] | None, id_prefix: str = ""
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The audio and manifest objects of done jobs (manifest present), and missing ids."""
-    base = f"{target.prefix}outputs/"
+    base = f"{target.prefix}{OUTPUTS_PREFIX}"
     by_id: dict[str, list[dict[str, Any]]] = {}
     for item in list_keys(s3, target.bucket, base + id_prefix):
         job_id = item["Key"][len(base) :].rsplit(".", 1)[0]

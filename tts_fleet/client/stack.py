@@ -14,17 +14,19 @@ import subprocess
 from typing import Any
 
 from tts_fleet.client.aws import Target
+from tts_fleet.spec import outputs
 
 ENV_QUEUE_URL = "TTS_FLEET_QUEUE_URL"
 ENV_DLQ_URL = "TTS_FLEET_DLQ_URL"
 ENV_BUCKET = "TTS_FLEET_BUCKET"
 ENV_OUTPUT_PREFIX = "TTS_FLEET_OUTPUT_PREFIX"
-# Stack output names exported by the Pulumi program (__main__.py).
-OUTPUT_QUEUE_URL = "queueUrl"
-OUTPUT_DLQ_URL = "dlqUrl"
-OUTPUT_BUCKET = "bucketName"
-OUTPUT_CLUSTER = "clusterName"
-OUTPUT_SERVICE = "serviceName"
+# Stack output names exported by the Pulumi program (__main__.py), from their one definition.
+OUTPUT_QUEUE_URL = outputs.QUEUE_URL
+OUTPUT_DLQ_URL = outputs.DLQ_URL
+OUTPUT_BUCKET = outputs.BUCKET_NAME
+OUTPUT_CLUSTER = outputs.CLUSTER_NAME
+OUTPUT_SERVICE = outputs.SERVICE_NAME
+READ_OUTPUTS = (OUTPUT_QUEUE_URL, OUTPUT_DLQ_URL, OUTPUT_BUCKET, OUTPUT_CLUSTER, OUTPUT_SERVICE)
 PULUMI_TIMEOUT_S = 60
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from tts_fleet.local import emulator
 from tts_fleet.local.emulator import LocalAws
@@ -21,7 +21,7 @@ from tts_fleet.local.report import (
 )
 from tts_fleet.local.scaler import Tick
 from tts_fleet.spec.config import StackConfig
-from worker.jobs import Job
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, Job, Manifest
 
 
 class FinishedRun(Protocol):
@@ -82,14 +82,14 @@ def collect(run: FinishedRun) -> Summary:
     """Downloads the outputs, saves what is unfinished, draws the timeline, sums it up."""
     out = run.out_dir
     manifests, failed_ids = _download(run, out)
-    done = {str(m.get("id")) for m in manifests}
+    done = {m.id for m in manifests}
     own = set(run.submitted)
     jobs = [job for job in run.jobs if job.job_id in own]
     bodies = unfinished_bodies(jobs, done | failed_ids, emulator.drain_bodies(run.aws))
     own_left = sum(1 for job in jobs if job.job_id not in done | failed_ids)
     # With --keep-running, jobs also come from `tts-fleet submit` elsewhere: count them too.
     submitted = len(own | done | failed_ids) + len(bodies) - own_left
-    waits = [w for m in manifests if (w := latency(m, run.submitted_at)) is not None]
+    waits = [latency(m) for m in manifests]
     last_failed = run.samples[-1].failed if run.samples else 0
     summary = Summary(
         submitted=submitted,
@@ -116,12 +116,12 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _download(run: FinishedRun, out: Path) -> tuple[list[dict[str, Any]], set[str]]:
+def _download(run: FinishedRun, out: Path) -> tuple[list[Manifest], set[str]]:
     """Audio and manifests into `out`, failure records into `out/failures`."""
-    outputs = emulator.list_keys(run.aws, "outputs/")
-    failures = emulator.list_keys(run.aws, "failures/")
-    paths = emulator.download(run.aws, outputs, "outputs/", out)
-    emulator.download(run.aws, failures, "failures/", out / "failures")
+    outputs = emulator.list_keys(run.aws, OUTPUTS_PREFIX)
+    failures = emulator.list_keys(run.aws, FAILURES_PREFIX)
+    paths = emulator.download(run.aws, outputs, OUTPUTS_PREFIX, out)
+    emulator.download(run.aws, failures, FAILURES_PREFIX, out / "failures")
     return read_manifests(paths), {Path(key).stem for key in failures}
 
 

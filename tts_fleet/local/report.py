@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tts_fleet.local.scaler import Tick
+from worker.jobs import Manifest
 
 
 @dataclass(frozen=True)
@@ -84,38 +83,18 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+def latency(manifest: Manifest) -> float:
+    """Queue wait + synthesis, as the worker measured them."""
+    return manifest.queue_wait_s + manifest.synth_s
 
 
-def latency(manifest: dict[str, Any], submitted_at: float) -> float | None:
-    """Queue wait + synthesis as the worker measured them, else finished_at - submit time."""
-    wait, synth = manifest.get("queue_wait_s"), manifest.get("synth_s")
-    if isinstance(wait, int | float) and isinstance(synth, int | float):
-        return float(wait) + float(synth)
-    finished = _epoch(manifest.get("finished_at"))
-    return None if finished is None else max(0.0, finished - submitted_at)
+def read_manifests(paths: Sequence[Path]) -> list[Manifest]:
+    """The worker's manifests among `paths`; one it did not write that way raises."""
+    return [Manifest.model_validate_json(p.read_bytes()) for p in paths if p.suffix == ".json"]
 
 
-def read_manifests(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    manifests = []
-    for path in paths:
-        if path.suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(data, dict):
-                manifests.append(data)
-    return manifests
-
-
-def audio_seconds(manifests: Sequence[dict[str, Any]]) -> float:
-    return sum(float(m.get("duration_s") or 0.0) for m in manifests)
+def audio_seconds(manifests: Sequence[Manifest]) -> float:
+    return sum(m.duration_s or 0.0 for m in manifests)
 
 
 def write_timeline(samples: Sequence[Tick], path: Path, title: str) -> Path:

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from worker.settings import DEFAULT_MODEL
+
 NAMESPACE = "tts-fleet"
 
 # CloudWatch evaluates an alarm over at most one day of 1-minute periods.
@@ -306,7 +308,7 @@ class WorkerConfig(_Section):
         ),
     )
     model: str = Field(
-        "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+        DEFAULT_MODEL,
         min_length=1,
         description="Model baked into the image and served by vLLM-Omni.",
     )

@@ -1,0 +1,29 @@
+"""The stack's output names: exported by `__main__.py`, read by `tts_fleet/client/stack.py`.
+
+Pure constants, so the Pulumi program and the operator tools share them without importing
+each other.
+"""
+
+from __future__ import annotations
+
+QUEUE_URL = "queueUrl"
+DLQ_URL = "dlqUrl"
+BUCKET_NAME = "bucketName"
+CLUSTER_NAME = "clusterName"
+SERVICE_NAME = "serviceName"
+PRODUCER_POLICY_ARN = "producerPolicyArn"
+IMAGE_URI = "imageUri"
+DASHBOARD_URL = "dashboardUrl"
+ALERTS_TOPIC_ARN = "alertsTopicArn"
+
+ALL = (
+    QUEUE_URL,
+    DLQ_URL,
+    BUCKET_NAME,
+    CLUSTER_NAME,
+    SERVICE_NAME,
+    PRODUCER_POLICY_ARN,
+    IMAGE_URI,
+    DASHBOARD_URL,
+    ALERTS_TOPIC_ARN,
+)
