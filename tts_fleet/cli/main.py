@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "tts_fleet.cli.local",
     "tts_fleet.cli.deploy",
     "tts_fleet.cli.speech",
+    "tts_fleet.cli.preflight",
 )
 
 

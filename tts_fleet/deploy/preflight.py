@@ -1,0 +1,349 @@
+"""Can this account run this stack's GPU fleet? Types, zones, quota, reachable workers, price.
+
+`pulumi up` succeeds with no GPU quota at all (the service starts at 0 tasks); the first burst
+then sits in PROVISIONING. This asks EC2 and Service Quotas, before the deploy:
+- which instance types match `tts-fleet:gpu` in the region: the attributes the capacity
+  provider gets (components/capacity.py `instance_requirements`), in EC2's API names;
+- in which of the stack's availability zones each is offered;
+- the account's vCPU quota for the family class and purchase option (Service Quotas);
+- the largest worker count that quota allows, warned when it is below `scaling.maxWorkers`;
+- the cheapest eligible type's hourly price from tts_fleet/cost/data/prices.json.
+
+Pure apart from the boto3 clients passed in (an EC2 and a Service Quotas client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from botocore.exceptions import ClientError
+
+from tts_fleet.cost.report import CostError, load_prices, pick_instance
+from tts_fleet.spec.config import GpuConfig, NetworkConfig, StackConfig
+
+# The worker image (vllm/vllm-openai) is built for amd64 only; Managed Instances would not
+# place it on an arm64 host, so arm64 GPU types are not capacity for this stack.
+ARCHITECTURES = ["x86_64"]
+VIRTUALIZATION = ["hvm"]
+MIB_PER_GIB = 1024  # as components/capacity.py: GiB in the config, MiB in the API
+DESCRIBE_BATCH = 100  # DescribeInstanceTypes takes at most 100 names per call
+
+# EC2 vCPU quotas per family class and purchase option (Service Quotas, service code "ec2").
+# https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html
+# P5 Spot now has its own quota too, whose code could not be verified from here: a P5 Spot
+# type is checked against L-7212CCBC and may be reported wrong.
+QUOTAS: dict[tuple[str, str], tuple[str, str]] = {
+    ("G", "on-demand"): ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    ("G", "spot"): ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    ("P", "on-demand"): ("L-417A185B", "Running On-Demand P instances"),
+    ("P", "spot"): ("L-7212CCBC", "All P Spot Instance Requests"),
+}
+
+
+class PreflightError(Exception):
+    """The check could not run (an AWS call failed); one readable line."""
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    gpus: int
+    zones: tuple[str, ...]  # the stack's zones that offer it
+
+
+@dataclass(frozen=True)
+class QuotaCheck:
+    code: str
+    name: str
+    instance_class: str  # "G" (G and VT) or "P"
+    vcpus: float | None  # None: the quota could not be read (see `error`)
+    smallest_type: str
+    smallest_vcpus: int
+    workers: int  # what the quota allows: hosts of the smallest type × workers per host
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Price:
+    instance_type: str
+    hourly_usd: float  # on-demand, or the Spot estimate for a spot stack
+    management_fee_usd: float
+    total_hourly_usd: float
+    prices_as_of: str
+
+
+@dataclass
+class Preflight:
+    stack: str
+    region: str
+    capacity_type: str
+    zones: list[str]
+    eligible: list[InstanceType]
+    quotas: list[QuotaCheck]
+    reachable_workers: int
+    max_workers: int
+    price: Price | None
+    unpriced: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def instance_requirements(gpu: GpuConfig) -> dict[str, Any]:
+    """`tts-fleet:gpu` as EC2 InstanceRequirementsRequest: the same values the capacity
+    provider's `instance_requirements` (components/capacity.py) sends to ECS."""
+    requirements: dict[str, Any] = {
+        "AcceleratorTypes": ["gpu"],
+        "AcceleratorManufacturers": ["nvidia"],
+        "AcceleratorCount": {"Min": gpu.gpu_count, "Max": gpu.gpu_count},
+        "AcceleratorTotalMemoryMiB": {"Min": gpu.min_gpu_memory_gib * MIB_PER_GIB},
+        "VCpuCount": {"Min": gpu.vcpu.min, "Max": gpu.vcpu.max},
+        "MemoryMiB": {
+            "Min": gpu.memory_gib.min * MIB_PER_GIB,
+            "Max": gpu.memory_gib.max * MIB_PER_GIB,
+        },
+    }
+    if gpu.allowed_instance_types:
+        requirements["AllowedInstanceTypes"] = list(gpu.allowed_instance_types)
+    return requirements
+
+
+def instance_class(instance_type: str) -> str | None:
+    """ "G" for the G and VT families, "P" for P; None for anything else (no GPU quota known)."""
+    family = instance_type.split(".", 1)[0]
+    if family.startswith(("g", "vt")):
+        return "G"
+    if family.startswith("p"):
+        return "P"
+    return None
+
+
+def matching_types(ec2: Any, gpu: GpuConfig) -> list[str]:
+    pages = ec2.get_paginator("get_instance_types_from_instance_requirements").paginate(
+        ArchitectureTypes=ARCHITECTURES,
+        VirtualizationTypes=VIRTUALIZATION,
+        InstanceRequirements=instance_requirements(gpu),
+    )
+    return sorted({t["InstanceType"] for page in pages for t in page["InstanceTypes"]})
+
+
+def type_facts(ec2: Any, names: list[str]) -> dict[str, tuple[int, int]]:
+    """{type: (default vCPUs, GPUs)}."""
+    facts: dict[str, tuple[int, int]] = {}
+    for start in range(0, len(names), DESCRIBE_BATCH):
+        batch = names[start : start + DESCRIBE_BATCH]
+        pages = ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=batch)
+        for page in pages:
+            for info in page["InstanceTypes"]:
+                gpus = sum(g.get("Count", 0) for g in info.get("GpuInfo", {}).get("Gpus", []))
+                facts[info["InstanceType"]] = (info["VCpuInfo"]["DefaultVCpus"], gpus)
+    return facts
+
+
+def offered_zones(ec2: Any, names: list[str]) -> dict[str, set[str]]:
+    zones: dict[str, set[str]] = {name: set() for name in names}
+    if not names:
+        return zones
+    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": names}],
+    )
+    for page in pages:
+        for offer in page["InstanceTypeOfferings"]:
+            zones.setdefault(offer["InstanceType"], set()).add(offer["Location"])
+    return zones
+
+
+def stack_zones(ec2: Any, network: NetworkConfig) -> list[str]:
+    """The zones the stack's hosts can land in: its existing subnets' zones, or the first
+    `azCount` available zones, which is what components/network.py takes."""
+    if network.mode == "existing":
+        subnets = ec2.describe_subnets(SubnetIds=list(network.subnet_ids))["Subnets"]
+        return sorted({s["AvailabilityZone"] for s in subnets})
+    zones = ec2.describe_availability_zones(Filters=[{"Name": "state", "Values": ["available"]}])[
+        "AvailabilityZones"
+    ]
+    # Local and Wavelength zones are not where a new VPC's subnets go.
+    names = sorted(
+        z["ZoneName"]
+        for z in zones
+        if z.get("ZoneType", "availability-zone") == "availability-zone"
+    )
+    return names[: network.az_count]
+
+
+def quota_vcpus(quotas: Any, code: str) -> tuple[float | None, str]:
+    """(applied value, "") or (None, why not); an unset quota falls back to AWS's default."""
+    try:
+        return quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"], ""
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "NoSuchResourceException":
+            return None, _client_error(error)
+    try:
+        default = quotas.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)
+        return default["Quota"]["Value"], ""
+    except ClientError as error:
+        return None, _client_error(error)
+
+
+def _client_error(error: ClientError) -> str:
+    info = error.response.get("Error", {})
+    return f"{info.get('Code', 'Error')}: {info.get('Message', '')}".strip()
+
+
+def quota_checks(
+    quotas: Any, capacity_type: str, gpu_count: int, usable: Iterable[InstanceType]
+) -> list[QuotaCheck]:
+    """One check per family class among the usable types, sized by its smallest type."""
+    by_class: dict[str, list[InstanceType]] = {}
+    for item in usable:
+        cls = instance_class(item.name)
+        if cls is not None:
+            by_class.setdefault(cls, []).append(item)
+    checks = []
+    for cls, items in sorted(by_class.items()):
+        code, name = QUOTAS[(cls, capacity_type)]
+        smallest = min(items, key=lambda t: (t.vcpus, t.name))
+        value, error = quota_vcpus(quotas, code)
+        # Each task reserves gpu.gpuCount GPUs and each host has exactly that many: one
+        # worker per host, unless a type has more GPUs than asked for.
+        per_host = max(smallest.gpus // gpu_count, 1)
+        hosts = int(value // smallest.vcpus) if value is not None and smallest.vcpus else 0
+        checks.append(
+            QuotaCheck(
+                code, name, cls, value, smallest.name, smallest.vcpus, hosts * per_host, error
+            )
+        )
+    return checks
+
+
+def cheapest_price(
+    cfg: StackConfig, region: str, names: list[str]
+) -> tuple[Price | None, list[str]]:
+    """The cheapest eligible type in the price table, and the eligible types it lacks."""
+    prices = load_prices(region)
+    priced, unpriced = [], []
+    for name in names:
+        try:
+            priced.append(pick_instance(cfg, prices, name))
+        except CostError:
+            unpriced.append(name)
+    if not priced:
+        return None, unpriced
+    best = min(priced, key=lambda i: (i.total_hourly_usd, i.type))
+    price = Price(
+        best.type,
+        best.hourly_usd,
+        best.fee_usd,
+        round(best.total_hourly_usd, 4),
+        str(prices.meta["as_of"]),
+    )
+    return price, unpriced
+
+
+def run_preflight(cfg: StackConfig, stack: str, region: str, ec2: Any, quotas: Any) -> Preflight:
+    try:
+        zones = stack_zones(ec2, cfg.network)
+        names = matching_types(ec2, cfg.gpu)
+        facts = type_facts(ec2, names)
+        offers = offered_zones(ec2, names)
+    except ClientError as error:
+        raise PreflightError(f"EC2 {error.operation_name}: {_client_error(error)}") from error
+    eligible = [
+        InstanceType(n, facts[n][0], facts[n][1], tuple(sorted(offers.get(n, set()) & set(zones))))
+        for n in names
+        if n in facts
+    ]
+    usable = [t for t in eligible if t.zones]
+    checks = quota_checks(quotas, cfg.gpu.capacity_type, cfg.gpu.gpu_count, usable)
+    price, unpriced = cheapest_price(cfg, region, [t.name for t in usable])
+    result = Preflight(
+        stack=stack,
+        region=region,
+        capacity_type=cfg.gpu.capacity_type,
+        zones=zones,
+        eligible=eligible,
+        quotas=checks,
+        reachable_workers=sum(c.workers for c in checks),
+        max_workers=cfg.scaling.max_workers,
+        price=price,
+        unpriced=unpriced,
+    )
+    result.warnings = warnings(result)
+    return result
+
+
+def warnings(result: Preflight) -> list[str]:
+    found: list[str] = []
+    if not result.eligible:
+        found.append(
+            f"no instance type in {result.region} matches tts-fleet:gpu: Managed Instances "
+            "cannot launch a host (widen gpu.vcpu / gpu.memoryGib or lower gpu.minGpuMemoryGib)"
+        )
+    elif not any(t.zones for t in result.eligible):
+        found.append(
+            f"no eligible type is offered in the stack's zones ({', '.join(result.zones)})"
+        )
+    for check in result.quotas:
+        if check.vcpus is None:
+            found.append(f"quota {check.code} ({check.name}) could not be read: {check.error}")
+    if result.eligible and result.reachable_workers < result.max_workers:
+        found.append(_quota_warning(result))
+    if result.price is None and any(t.zones for t in result.eligible):
+        found.append("no eligible type is in the price table (tts_fleet/cost/data/prices.json)")
+    return found
+
+
+def _quota_warning(result: Preflight) -> str:
+    text = (
+        f"the account's quota allows {result.reachable_workers} workers, below "
+        f"scaling.maxWorkers {result.max_workers}"
+    )
+    asks = [
+        f"{result.max_workers * c.smallest_vcpus} vCPU of '{c.name}' ({c.code}) for "
+        f"{result.max_workers} × {c.smallest_type}"
+        for c in result.quotas
+    ]
+    return text + (f": request {' or '.join(asks)}" if asks else "")
+
+
+def stack_region(path: Path) -> str | None:
+    """`aws:region` of a stack file, if set."""
+    document = yaml.safe_load(path.read_text()) or {}
+    region = (document.get("config") or {}).get("aws:region")
+    return str(region) if region else None
+
+
+def render(result: Preflight) -> str:
+    lines = [
+        f"preflight {result.stack}: {result.region}, {result.capacity_type}, "
+        f"zones {', '.join(result.zones) or '(none)'}",
+        f"eligible instance types ({len(result.eligible)}):",
+    ]
+    for t in result.eligible:
+        where = " ".join(t.zones) if t.zones else "not offered in the stack's zones"
+        lines.append(f"  {t.name:<16} {t.vcpus:>3} vCPU  {t.gpus} GPU  {where}")
+    for c in result.quotas:
+        value = "unknown" if c.vcpus is None else f"{c.vcpus:g} vCPU"
+        lines.append(
+            f"quota {c.code} {c.name}: {value} → {c.workers} workers on {c.smallest_type} "
+            f"({c.smallest_vcpus} vCPU)"
+        )
+    lines.append(
+        f"reachable workers: {result.reachable_workers} (scaling.maxWorkers {result.max_workers})"
+    )
+    if result.price is not None:
+        p = result.price
+        lines.append(
+            f"cheapest eligible: {p.instance_type} ${p.hourly_usd}/h {result.capacity_type} + "
+            f"${p.management_fee_usd}/h management fee = ${p.total_hourly_usd}/h "
+            f"(prices as of {p.prices_as_of})"
+        )
+    lines += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(lines)
