@@ -129,7 +129,7 @@ def test_a_base_install_names_the_infra_extra_on_deploy(bare_venv: Path, copy: P
         env=clean_env(),
     )
     assert deployed.returncode == 3
-    assert deployed.stderr.splitlines() == [MISSING_SDK]
+    assert deployed.stderr.splitlines() == [f"Error: {MISSING_SDK}"]
 
 
 @pytest.mark.parametrize("blocked", ["pulumi", "pulumi.automation"])
@@ -139,7 +139,7 @@ def test_an_unimportable_pulumi_is_one_line_naming_the_infra_extra(blocked: str)
     argv = [sys.executable, "-c", code, "deploy", "preview", "--stack", "dev"]
     result = run(argv, ROOT, env=clean_env())
     assert result.returncode == 3
-    assert result.stderr.splitlines() == [MISSING_SDK]
+    assert result.stderr.splitlines() == [f"Error: {MISSING_SDK}"]
     assert "pip install 'tts-fleet[infra]'" in MISSING_SDK
     assert "Traceback" not in result.stderr
 

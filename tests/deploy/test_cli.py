@@ -39,7 +39,7 @@ def test_bad_set_is_rejected_before_the_workspace_is_touched(project: Path) -> N
     factory = RecordingFactory()
     result = invoke(factory, project, "preview", "--stack", "dev", "--set", "scaling.maxWorkers=0")
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == ["tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"]
+    assert result.stderr.splitlines() == ["Error: tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"]
     assert result.stdout == ""
     assert factory.opened == []
 
@@ -50,7 +50,7 @@ def test_set_merges_with_the_stack_file_before_validation(project: Path) -> None
     result = invoke(factory, project, "up", "--stack", "dev", "--set", "scaling.minWorkers=5")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        "tts-fleet:scaling.maxWorkers: must be >= minWorkers (4 < 5)"
+        "Error: tts-fleet:scaling.maxWorkers: must be >= minWorkers (4 < 5)"
     ]
     assert factory.opened == []
 
@@ -67,7 +67,7 @@ def test_each_bad_set_names_the_key(project: Path, arg: str, line: str) -> None:
     factory = RecordingFactory()
     result = invoke(factory, project, "preview", "--stack", "dev", "--set", arg)
     assert result.exit_code == 2
-    assert result.stderr.startswith(line)
+    assert result.stderr.startswith(f"Error: {line}")
     assert factory.opened == []
 
 
@@ -130,7 +130,7 @@ def test_expect_no_changes_fails_on_drift(project: Path) -> None:
     result = invoke(factory, project, "preview", "--stack", "dev", "--expect-no-changes")
     assert result.exit_code == 1
     assert result.stdout.splitlines() == ["preview dev: 0 create, 1 update, 0 delete, 7 same"]
-    assert result.stderr.splitlines()[-1] == "error: drift: 1 pending change(s) in stack 'dev'"
+    assert result.stderr.splitlines()[-1] == "Error: drift: 1 pending change(s) in stack 'dev'"
 
 
 def test_expect_no_changes_passes_when_everything_is_the_same(project: Path) -> None:
@@ -147,7 +147,7 @@ def test_up_refuses_a_prod_stack_without_yes(project: Path, stack: str) -> None:
     result = invoke(factory, project, "up", "--stack", stack)
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"error: refusing to run up on protected stack {stack!r} without --yes"
+        f"Error: refusing to run up on protected stack {stack!r} without --yes"
     ]
     assert factory.opened == []
 
@@ -210,7 +210,7 @@ def test_a_pulumi_failure_is_one_line_and_exit_1(project: Path) -> None:
     result = invoke(factory, project, "preview", "--stack", "dev")
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        "error: pulumi preview failed for stack 'dev': error: no credentials"
+        "Error: pulumi preview failed for stack 'dev': error: no credentials"
     ]
 
 
@@ -225,7 +225,7 @@ def test_a_missing_cli_from_the_factory_is_exit_3_for_every_action(project: Path
             obj=DeployHooks(factory=no_cli),  # type: ignore[arg-type]
         )
         assert result.exit_code == 3, args
-        assert result.stderr.splitlines() == [MISSING_CLI]
+        assert result.stderr.splitlines() == [f"Error: {MISSING_CLI}"]
 
 
 def test_a_directory_without_a_project_is_bad_input(tmp_path: Path) -> None:
@@ -233,6 +233,6 @@ def test_a_directory_without_a_project_is_bad_input(tmp_path: Path) -> None:
     result = invoke(factory, tmp_path, "preview", "--stack", "dev")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"error: no Pulumi.yaml in {str(tmp_path)!r}; pass --project-dir"
+        f"Error: no Pulumi.yaml in {str(tmp_path)!r}; pass --project-dir"
     ]
     assert factory.opened == []

@@ -44,7 +44,7 @@ def test_missing_cli_prints_one_line_and_exits_3(
         timeout=100,
     )
     assert proc.returncode == 3, proc.stderr
-    assert proc.stderr.splitlines() == [MISSING_CLI]
+    assert proc.stderr.splitlines() == [f"Error: {MISSING_CLI}"]
     assert "Traceback" not in proc.stderr
     assert "curl -fsSL https://get.pulumi.com | sh" in MISSING_CLI
     if "--json" not in args:

@@ -120,8 +120,8 @@ def _print(report: Report, as_json: bool) -> None:
     else:
         for line in report.lines:
             click.echo(line)
-    for line in report.error.splitlines():
-        click.echo(line, err=True)
+    for line in report.error.splitlines():  # one `Error:` line per problem
+        click.secho(f"Error: {line}", err=True, fg="red")
 
 
 def _stream(line: str) -> None:

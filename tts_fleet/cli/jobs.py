@@ -84,12 +84,22 @@ def need(target: Target, what: str) -> str:
 
 
 def dlq_url_of(target: Target) -> str:
-    found = target.dlq_url or find_dlq_url(client_for("sqs"), need(target, "queue_url"))
+    if target.dlq_url:
+        return target.dlq_url
+    if not target.queue_url:
+        raise click.UsageError("no DLQ: pass --dlq-url, set TTS_FLEET_DLQ_URL, or --stack S")
+    found = find_dlq_url(client_for("sqs"), target.queue_url)
     if not found:
         raise click.UsageError(
             "no DLQ: pass --dlq-url or set TTS_FLEET_DLQ_URL (the queue has no RedrivePolicy)"
         )
     return found
+
+
+def require_source(source: str | None) -> None:
+    """A missing input file is one clear line, not an 'invalid job' among others."""
+    if source and source != "-" and not Path(source).exists():
+        raise BadInput(f"no such file or directory: {source}")
 
 
 def not_a_terminal(source: str | None) -> None:
@@ -159,6 +169,7 @@ def submit(
     --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
     """
     queue_url = need(target, "queue_url")
+    require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
     loaded = load_jobs(source, max_text_chars, defaults, split_chars)
@@ -166,9 +177,11 @@ def submit(
     for line in loaded.invalid:
         click.echo(f"invalid: {line.describe()}", err=True)
     if loaded.invalid and not skip_invalid:
-        click.echo(
-            f"nothing sent: {len(loaded.invalid)} invalid job(s); fix them or pass --skip-invalid",
+        click.secho(
+            f"Error: nothing sent: {len(loaded.invalid)} invalid job(s); fix them or pass "
+            "--skip-invalid",
             err=True,
+            fg="red",
         )
         finish_submit(summary, as_json, ExitCode.BAD_INPUT)
     sqs = client_for("sqs")
@@ -256,8 +269,8 @@ def status(
 
 
 def read_status(target: Target, cluster: str | None, service: str | None) -> dict[str, Any]:
-    sqs = client_for("sqs")
     queue_url = need(target, "queue_url")
+    sqs = client_for("sqs")
     counts = queue_counts(sqs, queue_url)
     dlq_url = target.dlq_url or optional(lambda: find_dlq_url(sqs, queue_url))
     ecs = None
@@ -336,6 +349,7 @@ def wait(
     done; 1: some failed (listed); 4: the timeout came first; 2: bad input.
     """
     need(target, "bucket")
+    require_source(source)
     not_a_terminal(source)
     ids = sorted(set(load_ids(source, split_chars=split_chars)))
     if not ids:
@@ -434,6 +448,7 @@ def results(
     present with the same ETag is not downloaded again.
     """
     need(target, "bucket")
+    require_source(source)
     ids = list(job_ids) + (load_ids(source, split_chars=split_chars) if source else [])
     s3 = client_for("s3")
     objects, missing = result_objects(s3, target, ids or None, id_prefix)

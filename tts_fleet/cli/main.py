@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
+
+from tts_fleet.exit_codes import ExitCode
 
 # One module per area, each exposing `register(group)`; imported eagerly so a
 # broken area fails loudly at start-up instead of hiding a command.
@@ -69,4 +73,48 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    cli()
+    """The console script: every error is one `Error: …` line on stderr with the exit code of
+    its kind (tts_fleet/exit_codes.py); a traceback only with TTS_FLEET_DEBUG=1."""
+    try:
+        code = cli.main(prog_name="tts-fleet", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        code = done.exit_code
+    except click.UsageError as error:
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+        code = _fail(f"{error.format_message()}{hint}", error.exit_code)
+    except click.ClickException as error:
+        code = _fail(error.format_message(), error.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("Aborted.", err=True)
+        code = ExitCode.INTERRUPTED
+    except Exception as error:  # a bug or an environment problem we did not foresee
+        if os.environ.get("TTS_FLEET_DEBUG"):
+            raise
+        message, code = describe_unexpected(error)
+        code = _fail(message, code)
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)
+
+
+def _fail(message: str, code: int) -> int:
+    first = " ".join(message.split())  # one line whatever the exception carried
+    click.secho(f"Error: {first}", err=True, fg="red")
+    return code
+
+
+def describe_unexpected(error: Exception) -> tuple[str, int]:
+    """One line for an exception no command turned into its own message."""
+    from botocore.exceptions import NoCredentialsError, NoRegionError
+
+    if isinstance(error, NoRegionError):
+        return "no AWS region: pass --region, or set AWS_REGION", ExitCode.BAD_INPUT
+    if isinstance(error, NoCredentialsError):
+        return (
+            "no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE",
+            ExitCode.BAD_INPUT,
+        )
+    if isinstance(error, OSError) and error.filename:
+        return f"{error.strerror}: {error.filename}", ExitCode.BAD_INPUT
+    return (
+        f"unexpected {type(error).__name__}: {error} (TTS_FLEET_DEBUG=1 shows the traceback)",
+        ExitCode.FAILED,
+    )

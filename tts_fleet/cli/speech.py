@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import click
+
+from tts_fleet.cli.errors import BadInput
 
 
 @click.command("speech-server")
@@ -65,7 +68,16 @@ def speech_server(
     ]
     if model:
         argv += ["--model", model]
-    sys.exit(main(argv))
+    try:
+        code = main(argv)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise BadInput(
+                f"port {port} on {host} is already in use; stop what listens there or pass "
+                "--port 0 for a free one"
+            ) from None
+        raise
+    sys.exit(code)
 
 
 def register(group: click.Group) -> None:

@@ -28,13 +28,13 @@ EXIT_BAD_INPUT = ExitCode.BAD_INPUT  # bad --set / stack config, a guard refused
 EXIT_NO_CLI = ExitCode.MISSING_TOOL  # the Pulumi CLI is not installed
 
 MISSING_CLI = (
-    "error: the Pulumi CLI is not on PATH; install it with "
+    "the Pulumi CLI is not on PATH; install it with "
     "`curl -fsSL https://get.pulumi.com | sh` "
     "(or see https://www.pulumi.com/docs/install/), then retry"
 )
 # The Pulumi SDKs are the `infra` extra: a plain `pip install tts-fleet` submits jobs only.
 MISSING_SDK = (
-    "error: the Pulumi Python SDK is not installed; install the infra extra with "
+    "the Pulumi Python SDK is not installed; install the infra extra with "
     "`pip install 'tts-fleet[infra]'` (in a checkout: `pip install -e '.[infra]'`), then retry"
 )
 # Stacks that need an explicit --yes for `up`.
@@ -109,18 +109,18 @@ def check_request(request: Request) -> None:
     if not (request.project_dir / "Pulumi.yaml").is_file():
         raise DeployError(
             EXIT_BAD_INPUT,
-            f"error: no Pulumi.yaml in {str(request.project_dir)!r}; pass --project-dir",
+            f"no Pulumi.yaml in {str(request.project_dir)!r}; pass --project-dir",
         )
     name = request.stack.rsplit("/", 1)[-1].lower()
     if request.action == "up" and name.startswith(PROTECTED_PREFIX) and not request.yes:
         raise DeployError(
             EXIT_BAD_INPUT,
-            f"error: refusing to run up on protected stack {request.stack!r} without --yes",
+            f"refusing to run up on protected stack {request.stack!r} without --yes",
         )
     if request.action == "destroy" and not request.yes:
         raise DeployError(
             EXIT_BAD_INPUT,
-            f"error: destroy deletes every resource of {request.stack!r}; pass --yes",
+            f"destroy deletes every resource of {request.stack!r}; pass --yes",
         )
     if request.action != "outputs":
         validate(request.project_dir, request.stack, request.settings)
@@ -157,7 +157,7 @@ def _preview(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
     report = _report(request, changes=changes, pending=pending)
     if request.expect_no_changes and pending:
         report.code = EXIT_FAILED
-        report.error = f"error: drift: {pending} pending change(s) in stack {request.stack!r}"
+        report.error = f"drift: {pending} pending change(s) in stack {request.stack!r}"
         report.data.update(ok=False, error=report.error)
     return report
 
@@ -252,4 +252,4 @@ def _pulumi_failure(request: Request, error: Exception) -> str:
     lines = lines or [line.strip() for line in stdout.splitlines() if line.strip()]
     detail = lines[-1] if lines else type(error).__name__
     detail = detail if len(detail) <= 300 else detail[:297] + "..."
-    return f"error: pulumi {request.action} failed for stack {request.stack!r}: {detail}"
+    return f"pulumi {request.action} failed for stack {request.stack!r}: {detail}"

@@ -403,7 +403,7 @@ class StackConfig(BaseModel):
         for name, value in raw.items():
             model = SECTIONS.get(name)
             if model is None:
-                problems.append(f"{NAMESPACE}:{name}: unknown key{_suggest(name, SECTIONS)}")
+                problems.append(f"{NAMESPACE}:{name}: unknown key{_suggest_top(name)}")
                 continue
             try:
                 sections[name] = model.model_validate(value)
@@ -416,16 +416,36 @@ class StackConfig(BaseModel):
 
 def load_stack_file(path: str | Path) -> StackConfig:
     """Validates the `tts-fleet:*` keys of a `Pulumi.<stack>.yaml` without the Pulumi engine."""
-    import yaml
-
-    document = yaml.safe_load(Path(path).read_text()) or {}
-    entries = document.get("config") or {}
+    entries = _stack_entries(Path(path))
     raw: dict[str, Any] = {}
     for full_key, value in entries.items():
         namespace, _, name = str(full_key).partition(":")
         if namespace == NAMESPACE:
             raw[name] = value
     return StackConfig.from_raw(raw)
+
+
+def _stack_entries(path: Path) -> dict[Any, Any]:
+    """The `config:` mapping of a stack file; ConfigError (file:line:column) when the file is
+    not YAML or not shaped like a Pulumi stack file. A missing file stays FileNotFoundError."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {error.start})"]) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(error, "problem", None) or "cannot be parsed"
+        raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
+    if not isinstance(document, dict):
+        kind = type(document).__name__
+        raise ConfigError([f"{path}: a stack file is a mapping with a `config:` key, not a {kind}"])
+    entries = document.get("config") or {}
+    if not isinstance(entries, dict):
+        raise ConfigError([f"{path}: `config:` must be a mapping of keys to values"])
+    return entries
 
 
 def stack_file(stack: str, project_dir: str | Path = ".") -> Path:
@@ -469,6 +489,20 @@ def _known_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return [f.alias or n for n, f in current.model_fields.items()]
 
 
+def _suggest_top(name: str) -> str:
+    """A field given without its section (`maxWorkers`) is pointed at `scaling.maxWorkers`;
+    anything else gets the closest section name."""
+    owners = [
+        f"{section}.{field.alias or key}"
+        for section, model in SECTIONS.items()
+        for key, field in model.model_fields.items()
+        if name in (key, field.alias)
+    ]
+    if owners:
+        return f"; it belongs to a section: did you mean {' or '.join(map(repr, owners))}?"
+    return _suggest(name, SECTIONS)
+
+
 def _suggest(name: str, known: Mapping[str, Any] | list[str]) -> str:
     choices = list(known)
     close = difflib.get_close_matches(name, choices, n=1)
@@ -490,4 +524,25 @@ def _friendly(item: Any) -> str:
         return f"must be one of {ctx['expected']} (got {value!r})"
     if kind == "missing":
         return "is required"
-    return f"{item['msg']} (got {value!r})"
+    plain = _PLAIN_WORDS.get(kind)
+    if plain is not None:
+        return f"{plain} (got {value!r})"
+    message = str(item["msg"]).removeprefix("Value error, ")
+    return f"{message} (got {value!r})"
+
+
+# pydantic's wording for a wrong type, in the words of a stack file's author.
+_PLAIN_WORDS = {
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping of keys to values",
+    "model_attributes_type": "must be a mapping of keys to values",
+    "dict_type": "must be a mapping of keys to values",
+}

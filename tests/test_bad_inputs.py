@@ -1,0 +1,217 @@
+"""Every bad input, through the real `tts-fleet` console script (a subprocess, as a user runs
+it): one `Error: …` line on stderr, no traceback, and the documented exit code
+(tts_fleet/exit_codes.py: 2 bad input or usage, 3 a missing tool)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tts_fleet.exit_codes import ExitCode
+
+pytestmark = pytest.mark.processes
+
+SCRIPT = Path(sys.executable).with_name("tts-fleet")
+BAD, TOOL = ExitCode.BAD_INPUT, ExitCode.MISSING_TOOL
+
+GOOD_STACK = "config:\n  tts-fleet:scaling:\n    maxWorkers: 4\n"
+FILES: dict[str, str] = {
+    "Pulumi.yaml": "name: tts-fleet\nruntime: python\n",
+    "Pulumi.dev.yaml": GOOD_STACK,
+    "Pulumi.broken.yaml": "config:\n  tts-fleet:scaling:\n    maxWorkers: [1\n",
+    "Pulumi.list.yaml": "- just\n- a list\n",
+    "Pulumi.zero.yaml": "config:\n  tts-fleet:scaling:\n    maxWorkers: 0\n",
+    "Pulumi.typo.yaml": "config:\n  tts-fleet:scaling:\n    maxWorker: 3\n",
+    "Pulumi.text.yaml": "config:\n  tts-fleet:scaling:\n    idleMinutes: soon\n",
+    "jobs.jsonl": '{"id": "a", "text": "fine"}\n{"text": "x", "speed": 9}\n',
+    "notjson.jsonl": "{nope\n",
+    "empty.jsonl": "",
+    "long.jsonl": '{"id": "long", "text": "' + "word " * 5000 + '"}\n',
+    "trace.csv": "not,a,trace\n",
+    "a-file": "x",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: tuple[str, ...]
+    code: int
+    says: str  # a phrase the one line must contain
+    env: dict[str, str] | None = None
+    before: Callable[[Path], object] | None = None
+
+
+NO_PULUMI = {"PATH": os.path.dirname(sys.executable)}  # this venv's scripts only
+NO_AWS = {"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_ENDPOINT_URL": ""}
+
+CASES = [
+    Case("unknown command", ("nosuch",), BAD, "No such command"),
+    Case("unknown option", ("submit", "--colour", "x"), BAD, "No such option"),
+    Case("threads out of range", ("submit", "--threads", "0", "jobs.jsonl"), BAD, "--threads"),
+    Case("submit without a queue", ("submit", "jobs.jsonl"), BAD, "--queue-url"),
+    Case(
+        "submit a missing file",
+        ("submit", "nope.jsonl", "--queue-url", "https://q/x"),
+        BAD,
+        "no such file",
+    ),
+    Case(
+        "submit invalid lines",
+        ("submit", "jobs.jsonl", "--queue-url", "https://q/x"),
+        BAD,
+        "invalid",
+    ),
+    Case(
+        "submit a line that is not JSON",
+        ("submit", "notjson.jsonl", "--queue-url", "https://q/x"),
+        BAD,
+        "invalid",
+    ),
+    Case(
+        "submit a text over the limit",
+        ("submit", "long.jsonl", "--queue-url", "https://q/x", "--max-text-chars", "1000"),
+        BAD,
+        "invalid",
+    ),
+    Case(
+        "split size below the floor",
+        ("submit", "jobs.jsonl", "--split-chars", "10"),
+        BAD,
+        "--split-chars",
+    ),
+    Case("wait with no ids", ("wait", "empty.jsonl", "--bucket", "b"), BAD, "no job ids"),
+    Case("wait without a bucket", ("wait", "jobs.jsonl"), BAD, "--bucket"),
+    Case("wait negative timeout", ("wait", "jobs.jsonl", "--timeout", "-1"), BAD, "--timeout"),
+    Case("results without --out", ("results", "--bucket", "b"), BAD, "--out"),
+    Case("results into a file", ("results", "--bucket", "b", "--out", "a-file"), BAD, "a-file"),
+    Case("status without a queue", ("status",), BAD, "--queue-url"),
+    Case(
+        "stack outputs without the pulumi CLI",
+        ("status", "--stack", "dev"),
+        TOOL,
+        "pulumi CLI",
+        env=NO_PULUMI,
+    ),
+    Case("dlq list without a queue", ("dlq", "list"), BAD, "--dlq-url"),
+    Case("local with nothing to do", ("local",), BAD, "nothing to do"),
+    Case(
+        "local demo and input", ("local", "--demo", "2", "--input", "jobs.jsonl"), BAD, "not both"
+    ),
+    Case(
+        "local zero workers", ("local", "--demo", "2", "--max-workers", "0"), BAD, "--max-workers"
+    ),
+    Case(
+        "local missing stack file",
+        ("local", "--demo", "2", "--stack", "nope"),
+        BAD,
+        "Pulumi.nope.yaml",
+    ),
+    Case(
+        "local YAML syntax error",
+        ("local", "--demo", "2", "--stack", "broken"),
+        BAD,
+        "Pulumi.broken.yaml:4:1",
+    ),
+    Case(
+        "local stack file that is a list",
+        ("local", "--demo", "2", "--stack", "list"),
+        BAD,
+        "mapping",
+    ),
+    Case(
+        "local bad value",
+        ("local", "--demo", "2", "--stack", "zero"),
+        BAD,
+        "tts-fleet:scaling.maxWorkers",
+    ),
+    Case("local invalid input", ("local", "--input", "jobs.jsonl"), BAD, "invalid"),
+    Case(
+        "scaling YAML syntax error", ("scaling", "--stack", "broken"), BAD, "Pulumi.broken.yaml:4:1"
+    ),
+    Case("scaling missing stack file", ("scaling", "--stack", "nope"), BAD, "Pulumi.nope.yaml"),
+    Case("scaling unknown key", ("scaling", "--stack", "typo"), BAD, "did you mean"),
+    Case("cost wrong type", ("cost", "--stack", "text"), BAD, "tts-fleet:scaling.idleMinutes"),
+    Case("simulate unknown trace", ("simulate", "--trace", "bogus"), BAD, "bogus"),
+    Case("simulate bad burst size", ("simulate", "--trace", "burst:abc"), BAD, "burst"),
+    Case("simulate a missing CSV", ("simulate", "--trace", "missing.csv"), BAD, "missing.csv"),
+    Case(
+        "simulate cloudwatch without a queue",
+        ("simulate", "--trace", "cloudwatch"),
+        BAD,
+        "--queue-name",
+    ),
+    Case("advise unknown trace", ("advise", "--trace", "bogus"), BAD, "bogus"),
+    Case("deploy without a stack", ("deploy", "preview"), BAD, "--stack"),
+    Case(
+        "deploy a bad --set",
+        ("deploy", "preview", "--stack", "dev", "--set", "maxWorkers=3"),
+        BAD,
+        "scaling.maxWorkers",
+    ),
+    Case(
+        "deploy without the pulumi CLI",
+        ("deploy", "preview", "--stack", "dev"),
+        TOOL,
+        "Pulumi CLI",
+        env=NO_PULUMI,
+    ),
+]
+
+
+def _busy_port_case() -> Case:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    _HELD.append(holder)
+    return Case("speech server on a busy port", ("speech-server", "--port", str(port)), BAD,
+                f"port {port}")  # fmt: skip
+
+
+_HELD: list[socket.socket] = []
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    for name, text in FILES.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def run(project: Path, case: Case) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TTS_FLEET_", "AWS_"))}
+    env.update(NO_AWS)
+    env.update(case.env or {})
+    argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "tts_fleet"]
+    return subprocess.run(
+        [*argv, *case.argv], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("case", [*CASES, _busy_port_case()], ids=lambda case: case.name)
+def test_a_bad_input_is_one_error_line_with_its_exit_code(project: Path, case: Case) -> None:
+    done = run(project, case)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1, done.stderr  # exactly one error line (invalid lines may precede)
+    assert lines[-1] == errors[0], done.stderr  # and it is the last word
+    assert case.says in errors[0], errors[0]
+    assert done.returncode == case.code, done.stderr
+
+
+def test_the_table_covers_every_command() -> None:
+    from tts_fleet.cli.main import cli
+
+    covered = {case.argv[0] for case in [*CASES, _busy_port_case()]}
+    assert set(cli.commands) - {"preflight"} <= covered
+    assert len(CASES) + 1 >= 30
