@@ -10,7 +10,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.lib.client_stack import Stack, run
+from tests.lib.client_stack import Stack, run, run_json
 from tts_fleet.client.aws import client_for
 from tts_fleet.client.stack import StackError, resolve_target
 from tts_fleet.client.status import find_dlq_url
@@ -120,3 +120,42 @@ def test_a_missing_pulumi_cli_exits_with_the_missing_tool_code(
     assert result.exit_code == ExitCode.MISSING_TOOL == 3
     assert result.stderr.startswith("Error: --stack dev needs the pulumi CLI")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_outputs_file_stands_in_for_the_pulumi_cli(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("TTS_FLEET_QUEUE_URL", "TTS_FLEET_BUCKET"):
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no pulumi: the file alone must do
+    saved = tmp_path / "outputs.json"
+    saved.write_text(json.dumps({"queueUrl": stack.queue_url, "bucketName": stack.bucket}))
+    code, snapshot = run_json("status", "--outputs-file", str(saved))
+    assert code == 0 and snapshot["queue_url"] == stack.queue_url
+    saved.write_text("not json")
+    result = run("status", "--outputs-file", str(saved))
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert result.stderr.strip() == (
+        f"Error: --outputs-file {saved} is not JSON; save it with `pulumi stack output --json`"
+    )
+
+
+def test_region_and_profile_flags_reach_every_client(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tts_fleet.client.aws import aws_client
+
+    aws_client.cache_clear()
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    result = run("status", "--region", "eu-west-3")
+    # moto keeps queues per region: the eu-west-3 client does not see the us-east-1 queue
+    assert result.exit_code == ExitCode.FAILED and "NonExistentQueue" in result.stderr
+    assert client_for("sqs").meta.region_name == "eu-west-3"
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    try:
+        result = run("status", "--profile", "nosuch")
+    finally:
+        os.environ.pop("AWS_PROFILE", None)  # the command set it for its own process
+        aws_client.cache_clear()
+    assert result.exit_code == ExitCode.BAD_INPUT
+    assert result.stderr.startswith("Error: The config profile (nosuch) could not be found")

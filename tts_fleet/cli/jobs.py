@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
 from tts_fleet.cli.errors import BadInput, Failed, MissingTool
-from tts_fleet.cli.options import json_flag, split_chars_option, target_flags
-from tts_fleet.client.aws import Target, client_for
+from tts_fleet.cli.options import json_flag, split_chars_option, target_flags, use_aws_settings
+from tts_fleet.client.aws import NoRegion, Target, client_for
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
 from tts_fleet.client.inputs import LoadedJobs, load_ids, load_jobs
@@ -48,24 +48,35 @@ def register(group: click.Group) -> None:
 
 
 def target_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--stack / --queue-url / --dlq-url / --bucket / --output-prefix, resolved to a Target."""
+    """--stack / --outputs-file / --queue-url / --dlq-url / --bucket / --output-prefix,
+    resolved to a Target, and --region / --profile for every AWS call the command makes."""
 
     @target_flags
     @functools.wraps(func)
     def wrapper(
         stack: str | None,
+        outputs_file: str | None,
         queue_url: str | None,
         dlq_url: str | None,
         bucket: str | None,
         output_prefix: str | None,
+        region: str | None,
+        profile: str | None,
         **kwargs: Any,
     ) -> Any:
+        use_aws_settings(region, profile)
         try:
-            target = resolve_target(stack, queue_url, dlq_url, bucket, prefix=output_prefix)
+            target = resolve_target(
+                stack, queue_url, dlq_url, bucket, prefix=output_prefix, outputs_file=outputs_file
+            )
         except StackError as error:
             raise (MissingTool if error.missing_tool else BadInput)(str(error)) from None
         try:
             return func(target=target, **kwargs)
+        except NoRegion as error:
+            raise BadInput(str(error)) from None
+        except ProfileNotFound as error:
+            raise BadInput(f"{error}; list profiles with `aws configure list-profiles`") from None
         except (ClientError, BotoCoreError) as error:
             raise Failed(f"AWS: {error}") from None
 

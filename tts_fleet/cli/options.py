@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -33,7 +34,14 @@ def target_flags(func: F) -> F:
     for option in reversed(
         (
             click.option(
-                "--stack", help="Read queueUrl, dlqUrl, bucketName from this Pulumi stack."
+                "--stack",
+                help="Read queueUrl, dlqUrl, bucketName from this Pulumi stack's outputs "
+                "(needs the Pulumi CLI, or --outputs-file).",
+            ),
+            click.option(
+                "--outputs-file",
+                type=click.Path(dir_okay=False),
+                help="A saved `pulumi stack output --json` to read the outputs from instead.",
             ),
             click.option("--queue-url", help="Jobs queue URL [env TTS_FLEET_QUEUE_URL]."),
             click.option("--dlq-url", help="Dead-letter queue URL [env TTS_FLEET_DLQ_URL]."),
@@ -41,6 +49,7 @@ def target_flags(func: F) -> F:
             click.option(
                 "--output-prefix", help="Key prefix of outputs [env TTS_FLEET_OUTPUT_PREFIX]."
             ),
+            *aws_flags(),
         )
     ):
         func = option(func)
@@ -57,3 +66,20 @@ def split_chars_option(func: F) -> F:
         help="Split texts longer than N characters into parts on sentence boundaries "
         "(ids <id>.p001…); `tts-fleet results --join` puts the audio back together.",
     )(func)
+
+
+def aws_flags() -> tuple[Callable[[F], F], ...]:
+    """--region / --profile, as the AWS CLI spells them."""
+    return (
+        click.option("--region", help="AWS region [env AWS_REGION, AWS_DEFAULT_REGION]."),
+        click.option("--profile", help="AWS named profile [env AWS_PROFILE]."),
+    )
+
+
+def use_aws_settings(region: str | None, profile: str | None) -> None:
+    """The flags win over the environment for every client this process makes
+    (tts_fleet.client.aws reads AWS_REGION and AWS_PROFILE for each client it builds)."""
+    if region:
+        os.environ["AWS_REGION"] = region
+    if profile:
+        os.environ["AWS_PROFILE"] = profile

@@ -28,13 +28,29 @@ class Target:
 
 
 @cache
-def aws_client(service: str, endpoint: str | None = None) -> Any:
-    """One client per service per process; generous pool for the sender threads."""
+def aws_client(
+    service: str,
+    endpoint: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+) -> Any:
+    """One client per service (and endpoint, region, profile) per process; a generous pool
+    for the sender threads."""
     del endpoint  # part of the cache key only: boto3 reads AWS_ENDPOINT_URL itself
-    # botocore reads AWS_DEFAULT_REGION but not AWS_REGION, which other SDKs prefer.
-    region = os.environ.get("AWS_REGION") or None
-    return boto3.client(service, region_name=region, config=Config(max_pool_connections=32))
+    session = boto3.Session(profile_name=profile) if profile else boto3.Session()
+    region = region or session.region_name
+    if not region:
+        raise NoRegion("no AWS region: pass --region, set AWS_REGION, or use a profile with one")
+    return session.client(service, region_name=region, config=Config(max_pool_connections=32))
+
+
+class NoRegion(Exception):
+    """No region from the flag, the environment or the profile; one line saying what to do."""
 
 
 def client_for(service: str) -> Any:
-    return aws_client(service, os.environ.get("AWS_ENDPOINT_URL"))
+    # botocore reads AWS_DEFAULT_REGION but not AWS_REGION, which other SDKs prefer, so the
+    # command reads both (AWS_REGION first, as the AWS CLI v2 does).
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    profile = os.environ.get("AWS_PROFILE") or None
+    return aws_client(service, os.environ.get("AWS_ENDPOINT_URL"), region, profile)

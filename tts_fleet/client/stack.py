@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from tts_fleet.client.aws import Target
@@ -46,14 +47,19 @@ def resolve_target(
     bucket: str | None,
     *,
     prefix: str | None = None,
+    outputs_file: str | None = None,
 ) -> Target:
-    """Each value from its flag, else its env var, else the stack's outputs (read once)."""
+    """Each value from its flag, else its env var, else the stack's outputs (read once: from
+    `outputs_file`, a saved `pulumi stack output --json`, or else from the Pulumi CLI)."""
     queue_url = queue_url or os.environ.get(ENV_QUEUE_URL) or None
     dlq_url = dlq_url or os.environ.get(ENV_DLQ_URL) or None
     bucket = bucket or os.environ.get(ENV_BUCKET) or None
     prefix = prefix if prefix is not None else os.environ.get(ENV_OUTPUT_PREFIX, "")
     outputs: dict[str, Any] = {}
-    if stack and not (queue_url and dlq_url and bucket):
+    if outputs_file:
+        outputs = read_outputs_file(outputs_file)
+        stack = stack or outputs_file
+    elif stack and not (queue_url and dlq_url and bucket):
         outputs = stack_outputs(stack)
         given = {OUTPUT_QUEUE_URL: queue_url, OUTPUT_BUCKET: bucket}
         missing = [name for name, value in given.items() if not value and not outputs.get(name)]
@@ -70,6 +76,21 @@ def resolve_target(
         cluster=outputs.get(OUTPUT_CLUSTER),
         service=outputs.get(OUTPUT_SERVICE),
     )
+
+
+def read_outputs_file(path: str) -> dict[str, Any]:
+    """A saved `pulumi stack output --json` (CI and laptops without the Pulumi CLI)."""
+    try:
+        outputs = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise StackError(f"cannot read --outputs-file {path}: {error.strerror}") from None
+    except ValueError:
+        raise StackError(
+            f"--outputs-file {path} is not JSON; save it with `pulumi stack output --json`"
+        ) from None
+    if not isinstance(outputs, dict):
+        raise StackError(f"--outputs-file {path} holds no output map")
+    return outputs
 
 
 def stack_outputs(stack: str) -> dict[str, Any]:
