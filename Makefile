@@ -10,8 +10,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# vllm-omni's wheel is pure Python; only its request model is used (tests/worker/
+# test_vllm_contract.py loads it by file path), so it goes in without its GPU dependencies.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps 'vllm-omni==0.30.*'
 	touch $(STAMP) $(LOCAL_STAMP)
 
 $(LOCAL_STAMP): pyproject.toml | $(BIN)/python

@@ -67,7 +67,7 @@ def test_invalid_json_summary_still_parses(stack: Stack, tmp_path: Path) -> None
     source = tmp_path / "jobs.jsonl"
     source.write_text('{"text": "ok"}\n{"bad": 1}\n')
     code, summary = run_json("submit", str(source))
-    assert code == 1 and summary["sent"] == 0 and summary["ids"] == []
+    assert code == ExitCode.BAD_INPUT and summary["sent"] == 0 and summary["ids"] == []
     assert set(summary) == SUBMIT_KEYS
 
 

@@ -195,4 +195,5 @@ def test_dockerfile_bakes_weights_before_the_worker_code() -> None:
         "boto3",
         "pydantic",
         "httpx",
+        "soundfile",  # one encode of the joined samples per job (worker/speech.py)
     ]
