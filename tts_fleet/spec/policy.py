@@ -1,8 +1,9 @@
 """THE scaling math (DESIGN §4). Pure: no pulumi, no boto3.
 
-The Pulumi QueueAutoscaling component turns `bands()` into StepScaling adjustments, the
-simulator and the local scaler feed CloudWatch-like datapoints through `AlarmModel` and
-`step_capacity()`. Nothing else computes capacity, so what is simulated is what is deployed.
+The Pulumi QueueAutoscaling component turns `bands()` into StepScaling adjustments; the
+simulator and the local scaler both drive `autoscaler.Autoscaler`, the loop around
+`AlarmModel` (datapoints, metric lag, clamp). Nothing else computes capacity, so what is
+simulated is what is deployed.
 """
 
 from __future__ import annotations
@@ -152,6 +153,11 @@ class AlarmState:
     scale_out: bool
     idle: bool
 
+    @property
+    def label(self) -> str:
+        """The alarm in ALARM, as the local run's events and views name it."""
+        return "scale-out" if self.scale_out else "idle" if self.idle else "ok"
+
 
 class AlarmModel:
     """CloudWatch alarms over 1-minute datapoints of `outstanding` (None = missing data).
@@ -170,17 +176,21 @@ class AlarmModel:
     def state(self, datapoints: Sequence[float | None]) -> AlarmState:
         latest = datapoints[-1] if datapoints else None
         scale_out = latest is not None and latest >= SCALE_OUT_THRESHOLD
-        window = list(datapoints[-self.cfg.idle_minutes :])
-        window = [None] * (self.cfg.idle_minutes - len(window)) + window
+        # Fewer datapoints than idleMinutes: the missing ones are missing data, i.e. breaching.
+        window = datapoints[-self.cfg.idle_minutes :]
         idle = all(point is None or point <= 0 for point in window)
         return AlarmState(scale_out=scale_out, idle=idle)
 
     def evaluate(self, datapoints: Sequence[float | None], current: int) -> int:
         """Desired count after one evaluation; policies re-apply every period in ALARM."""
         state = self.state(datapoints)
+        return self.target(state, datapoints[-1] if datapoints else None, current)
+
+    def target(self, state: AlarmState, latest: float | None, current: int) -> int:
+        """What the alarm actions set, given the state `state()` found and the latest
+        datapoint: the step's ExactCapacity, minWorkers, or (no alarm) the current count."""
         if state.scale_out:
-            latest = datapoints[-1]
-            assert latest is not None
+            assert latest is not None, "scale-out needs a datapoint"
             return step_capacity(latest, self.plan)
         if state.idle:
             return self.cfg.min_workers
