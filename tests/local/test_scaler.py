@@ -65,12 +65,15 @@ def make_scaler(agent: EcsAgent, tmp_path: Path) -> Iterator:  # type: ignore[ty
     pools: list[WorkerPool] = []
     events: list[EventLog] = []
 
-    def make(cfg: Scaling, outstanding: list[int], cold_start_ticks: int = 0) -> Scaler:
+    def make(
+        cfg: Scaling, outstanding: list[int], cold_start_ticks: int = 0, lag_s: float = 0.0
+    ) -> Scaler:
         log = EventLog(tmp_path / "events.jsonl")
         events.append(log)
         pool = WorkerPool(os.environ, agent, tmp_path / "logs", 2.0, log, command=SLEEPER)
         pools.append(pool)
-        return Scaler(cfg, pool, Script(outstanding), lambda: 0, log, cold_start_ticks)
+        script = Script(outstanding)
+        return Scaler(cfg, pool, script, lambda: 0, log, cold_start_ticks, metric_lag_s=lag_s)
 
     yield make
     for pool in pools:
@@ -172,3 +175,23 @@ def test_decisions_are_logged_with_what_the_scaler_saw(make_scaler, tmp_path: Pa
         (2, 0, 2, 2),
     ]
     assert {w["state"] for w in decisions[0]["workers"]} == {"running"}
+
+
+def test_a_metric_lag_shows_each_read_one_tick_later(make_scaler) -> None:  # type: ignore[no-untyped-def]
+    """The same Autoscaler as the simulator: with AWS's minute of lag, tick n decides on the
+    read of tick n - 1 (tick 1 sees no data at all: missing data is idle)."""
+    cfg = Scaling(min_workers=0, max_workers=3, jobs_per_worker=4, idle_minutes=2)
+    lagged = run(make_scaler(cfg, [12, 12, 0], lag_s=60.0), 5)
+    assert [s.desired for s in lagged] == [0, 3, 3, 3, 0]
+    assert [s.alarm for s in lagged] == ["idle", "scale-out", "scale-out", "ok", "idle"]
+
+
+def test_settled_once_drained_at_the_minimum_with_nothing_in_motion(make_scaler) -> None:  # type: ignore[no-untyped-def]
+    cfg = Scaling(min_workers=0, max_workers=1, jobs_per_worker=1, idle_minutes=1)
+    scaler = make_scaler(cfg, [1, 0])
+    assert not scaler.settled(scaler.step())  # work outstanding
+    draining = scaler.step()  # idle: desired 0, the worker is told to stop
+    assert draining.desired == 0
+    assert not scaler.settled(draining) or draining.stopping == draining.running == 0
+    wait_exited(scaler)
+    assert scaler.settled(scaler.step())

@@ -1,21 +1,27 @@
 """The local scaler: CloudWatch + Application Auto Scaling + the ECS service, one tick at a time.
 
 One tick stands for one CloudWatch minute. Each tick reads the queue's counts (the alarm's
-metric math: outstanding = visible + in flight), feeds the datapoint to the same
-`policy.AlarmModel` the Pulumi alarms and the simulator use, and sets the worker pool to the
-result, exactly as the step policy sets the service's desiredCount in AWS.
+metric math: outstanding = visible + in flight) and drives the same
+`tts_fleet.spec.autoscaler.Autoscaler` the simulator drives (datapoints, metric lag, the
+`AlarmModel` the Pulumi alarms deploy, the clamp), then sets the worker pool to its result,
+exactly as the step policy sets the service's desiredCount in AWS.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
-from tts_fleet.spec.policy import AlarmModel, ScalingParams
+from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
+from tts_fleet.spec.policy import ScalingParams
+
+# What the local fleet passes: its minutes are short ticks and its queue is in-process, so a
+# read is seen at the tick that made it. AWS publishes SQS metrics about a minute late;
+# metric_lag_s=60 sees each read one tick later, as the deployed alarms would.
+LOCAL_METRIC_LAG_S = 0.0
 
 
 @dataclass(frozen=True)
@@ -46,29 +52,29 @@ class Scaler:
         read_completed: Callable[[], int],
         events: EventLog,
         cold_start_ticks: int = 0,
+        *,
+        metric_lag_s: float,
     ) -> None:
         self.cfg = cfg
-        self.model = AlarmModel(cfg)
+        # The autoscaler's clock is CloudWatch time: tick n ends minute n - 1 at n × 60 s,
+        # whatever the wall-clock length of a tick (the run paces the ticks).
+        self.autoscaler = Autoscaler(cfg, lag_s=metric_lag_s)
         self.pool = pool
         self._read_counts = read_counts
         self._read_completed = read_completed
         self._events = events
         self._cold_start_ticks = cold_start_ticks
-        # The idle alarm looks back idleMinutes periods; older datapoints never matter.
-        self.datapoints: deque[float | None] = deque(maxlen=cfg.idle_minutes)
-        self.desired = cfg.min_workers  # a new ECS service starts at its minimum
         self.tick = 0
 
     def step(self) -> Tick:
         self.tick += 1
         counts = self._read_counts()
-        self.datapoints.append(counts.outstanding)
-        points = list(self.datapoints)
-        state = self.model.state(points)
-        self.desired = self.model.evaluate(points, self.desired)
+        # One read per tick: it stands for the whole minute the tick closes.
+        minute_end = self.tick * PERIOD_S
+        self.autoscaler.observe(minute_end - PERIOD_S, counts.outstanding)
+        decision = self.autoscaler.decide(minute_end)
         self.pool.reap()
-        self.pool.scale_to(self.desired, self.tick, self._cold_start_ticks)
-        alarm = "scale-out" if state.scale_out else "idle" if state.idle else "ok"
+        self.pool.scale_to(decision.desired, self.tick, self._cold_start_ticks)
         sample = Tick(
             tick=self.tick,
             t=round(self._events.elapsed(), 3),
@@ -77,8 +83,8 @@ class Scaler:
             outstanding=counts.outstanding,
             failed=counts.dead_letters,
             completed=self._read_completed(),
-            alarm=alarm,
-            desired=self.desired,
+            alarm=decision.alarm,
+            desired=decision.desired,
             running=len(self.pool.of_state("running")),
             pending=len(self.pool.of_state("pending")),
             stopping=len(self.pool.of_state("stopping")),
@@ -90,11 +96,10 @@ class Scaler:
         return sample
 
     def settled(self, sample: Tick) -> bool:
-        """The queue has drained and the fleet is back at its minimum, nothing in motion."""
+        """The autoscaler is settled (queue drained, desired back at minWorkers) and the
+        pool matches it with nothing in motion."""
         return (
-            sample.outstanding == 0
-            and sample.alarm == "idle"
-            and sample.desired == self.cfg.min_workers
+            self.autoscaler.settled()
             and sample.running == sample.desired
             and sample.pending == 0
             and sample.stopping == 0

@@ -1,15 +1,13 @@
 """Discrete-event simulation of a scaling policy on a workload trace (DESIGN §4, §6).
 
 - arrivals join one FIFO queue; outstanding = visible + in flight;
-- CloudWatch: a minute's datapoint is its maximum outstanding (the alarms use Maximum),
-  published `metric_lag_s` after the minute ends;
-- each minute the real `tts_fleet.spec.policy.AlarmModel` turns the published datapoints into the
-  desired count, as Application Auto Scaling applies the ExactCapacity step (and re-applies
-  it every minute the alarm stays in ALARM). Both alarms read one snapshot of the series, so
-  they are never in ALARM together (scale-out needs the latest datapoint ≥ 1, idle needs it
-  ≤ 0). In AWS the two alarms are evaluated separately and may, for one minute, see different
-  snapshots; both policies then act, in either order, and the next minute settles it (idle
-  goes OK once it sees the datapoint). The model takes the settled outcome;
+- CloudWatch, the alarms and Application Auto Scaling are `tts_fleet.spec.autoscaler`, the
+  same loop the local scaler drives: a minute's datapoint is its maximum outstanding (the
+  alarms use Maximum), published `metric_lag_s` after the minute ends; each minute the real
+  `AlarmModel` turns the published datapoints into the desired count, clamped to
+  [minWorkers, maxWorkers], as AAS applies the ExactCapacity step (and re-applies it every
+  minute the alarm stays in ALARM). Both alarms read one snapshot of the series, so they are
+  never in ALARM together; the autoscaler's docstring says why that is AWS's settled outcome;
 - the ECS service reconciles: a new task takes a warm host (kept `host_idle_seconds`: no
   provisioning, no pull) or a cold one (provisioning, pull, model load, warm-up); surplus
   tasks stop pending-first, then idle ones; busy tasks are protected until idle;
@@ -33,16 +31,16 @@ from bisect import bisect_left, bisect_right
 
 from tts_fleet.sim.model import PolicySetup, Profile
 from tts_fleet.sim.report import CostRates, Sample, SimResult, summarise
-from tts_fleet.sim.state import Fleet, Host, Task
+from tts_fleet.sim.state import Fleet, Host, ServiceTask
 from tts_fleet.sim.traces import Trace
-from tts_fleet.spec.policy import AlarmModel
+from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
 
-MINUTE = 60.0
+MINUTE = PERIOD_S  # one tick per alarm period
 # Event kinds, in the order they run at the same instant: a finishing job frees its slot
-# before anything else looks at the queue; the minute's datapoint closes before a job that
-# arrives exactly on the boundary (it belongs to the next minute); that job reaches an idle
-# worker before the alarm evaluation, as a long-polling worker would (AAS and ECS take
-# seconds to stop a task).
+# before anything else looks at the queue; the minute closes (so a burst is never one step
+# across a boundary) before a job that arrives exactly on it, which belongs to the next
+# minute; that job reaches an idle worker before the alarm evaluation, as a long-polling
+# worker would (AAS and ECS take seconds to stop a task).
 _DONE, _CLOSE, _ARRIVAL, _READY, _EXPIRE, _TICK = range(6)
 # The fleet never settles with min_workers > 0; stop this long after the trace at the latest.
 MAX_TAIL_S = 30 * 86400.0
@@ -52,7 +50,7 @@ class Simulation:
     def __init__(self, trace: Trace, profile: Profile, policy: PolicySetup, seed: int = 0):
         self.trace, self.profile, self.policy = trace, profile, policy
         self.rng = random.Random(seed)
-        self.alarm = AlarmModel(policy.scaling)
+        self.autoscaler = Autoscaler(policy.scaling, lag_s=profile.metric_lag_s)
         self.arrivals = trace.arrivals
         self.finish = [math.nan] * len(trace.arrivals)
         self.arrived = self.started = self.done = 0
@@ -61,8 +59,6 @@ class Simulation:
         self.events: list[tuple[float, int, int, tuple[int, int]]] = []
         self.seq = 0
         self.free: list[tuple[int, int]] = []  # (in_flight, task id) with a free slot, lazy
-        self.series: list[float] = []  # one datapoint per minute, index = minute
-        self.minute_max = 0
         self.samples: list[Sample] = []
 
     # -- event plumbing --------------------------------------------------------------
@@ -105,7 +101,8 @@ class Simulation:
         if self.started == self.arrived:
             limit = min(limit, bisect_right(self.arrivals, now))
         self.arrived = limit
-        self.minute_max = max(self.minute_max, self.arrived - self.done)
+        # Outstanding only grows over a stretch: its last value is the stretch's maximum.
+        self.autoscaler.observe(self.arrivals[limit - 1], self.arrived - self.done)
         self._dispatch(self.arrivals[limit - 1])
 
     def _dispatch(self, now: float) -> None:
@@ -126,6 +123,7 @@ class Simulation:
         job, task_id = payload
         self.finish[job] = now
         self.done += 1
+        self.autoscaler.observe(now, self.arrived - self.done)
         task = self.fleet.tasks[task_id]
         task.in_flight -= 1
         heapq.heappush(self.free, (task.in_flight, task_id))
@@ -158,7 +156,7 @@ class Simulation:
         for _ in range(fleet.desired):
             host = Host(len(fleet.hosts), 0.0, 0.0, image_at=0.0, task=fleet.next_task)
             fleet.hosts.append(host)
-            fleet.tasks[fleet.next_task] = Task(host, cold=False, ready=True)
+            fleet.tasks[fleet.next_task] = ServiceTask(host, cold=False, ready=True)
             heapq.heappush(self.free, (0, fleet.next_task))
             fleet.next_task += 1
 
@@ -172,7 +170,7 @@ class Simulation:
         fleet.next_task += 1
         host.task = task_id
         # Warm: the host is up with the image pulled; else the task waits for provisioning.
-        fleet.tasks[task_id] = Task(host, cold=host.image_at > placed)
+        fleet.tasks[task_id] = ServiceTask(host, cold=host.image_at > placed)
         ready = max(placed, host.image_at) + profile.model_load_s + profile.warmup_s
         self._push(ready, _READY, (task_id, 0))
 
@@ -237,18 +235,13 @@ class Simulation:
             host.gone = now
             del self.fleet.spare[index]
 
-    # -- CloudWatch, alarms, Application Auto Scaling --------------------------------------
+    # -- CloudWatch, alarms, Application Auto Scaling: the autoscaler ---------------------
     def _close_minute(self, now: float, payload: tuple[int, int]) -> None:
-        self.series.append(self.minute_max)
-        self.minute_max = self.arrived - self.done
+        self.autoscaler.observe(now, self.arrived - self.done)
 
     def _tick(self, now: float) -> bool:
         """Minute boundary: evaluate the alarms, reconcile; True when the run is over."""
-        published = max(0, math.floor((now - self.profile.metric_lag_s) / MINUTE + 1e-9))
-        window = self.series[max(0, published - self.policy.scaling.idle_minutes) : published]
-        target = self.alarm.evaluate(window, self.fleet.desired)
-        scaling = self.policy.scaling
-        self.fleet.desired = max(scaling.min_workers, min(scaling.max_workers, target))
+        self.fleet.desired = self.autoscaler.decide(now).desired
         self._reconcile(now)
         self.samples.append(self._sample(now))
         if self._finished(now):
@@ -267,17 +260,15 @@ class Simulation:
             return True
         if self.done < len(self.arrivals) or now < self.trace.horizon_s:
             return False
-        settled = len(self.fleet.tasks) <= self.policy.scaling.min_workers
+        tasks_down = len(self.fleet.tasks) <= self.policy.scaling.min_workers
         idle_hosts = self.policy.host_idle_seconds >= 0 and bool(self.fleet.spare)
-        return settled and self.fleet.desired == self.policy.scaling.min_workers and not idle_hosts
+        return self.autoscaler.settled() and tasks_down and not idle_hosts
 
     def _next_tick(self, now: float) -> float:
         """The next minute, or — fleet at zero, nothing queued — the arrival's minute."""
         nxt = now + MINUTE
-        unpublished = math.ceil(self.profile.metric_lag_s / MINUTE) + 1
         quiet = (
-            self.minute_max == 0
-            and not any(self.series[-unpublished:])  # a late datapoint may still scale out
+            self.autoscaler.quiet()  # a late datapoint may still scale out
             and self.arrived == self.done
             and self.arrived < len(self.arrivals)
             and self.fleet.desired == 0
@@ -286,11 +277,8 @@ class Simulation:
         )
         if not quiet:
             return nxt
-        target = max(nxt, math.floor(self.arrivals[self.arrived] / MINUTE) * MINUTE)
-        # The skipped minutes had nothing outstanding: their datapoints are zeros.
-        self.series.extend([0] * round((target - nxt) / MINUTE))
-        self.minute_max = 0
-        return target
+        # The skipped minutes hold nothing outstanding: the autoscaler closes them as zeros.
+        return max(nxt, math.floor(self.arrivals[self.arrived] / MINUTE) * MINUTE)
 
 
 def simulate(

@@ -19,7 +19,9 @@ class Host:
 
 
 @dataclass
-class Task:
+class ServiceTask:
+    """An ECS task of the simulated service (not a worker process, not a queued job)."""
+
     host: Host
     cold: bool  # waited for host provisioning or the image pull
     ready: bool = False
@@ -30,7 +32,7 @@ class Task:
 class Fleet:
     hosts: list[Host] = field(default_factory=list)  # every host ever launched (billing)
     spare: dict[int, Host] = field(default_factory=dict)  # alive, no task (warm or launching)
-    tasks: dict[int, Task] = field(default_factory=dict)  # live (not stopped) tasks
+    tasks: dict[int, ServiceTask] = field(default_factory=dict)  # live (not stopped) tasks
     next_task: int = 0
     desired: int = 0
     # Counted when a task becomes ready; a task stopped while pending never started.
