@@ -18,33 +18,16 @@ from pydantic import BaseModel, ConfigDict
 
 from tts_fleet.spec.config import NetworkConfig
 
+# What this component creates per config is in tts_fleet.spec.topology (the cost model
+# reads the same facts): the NAT gateway count and the interface endpoint services.
+from tts_fleet.spec.topology import INTERFACE_ENDPOINTS, nat_count
+
 DEFAULT_CIDR = "10.0.0.0/16"
 # Each subnet is a /20 (4,091 usable addresses): private subnets take the first slots, public
 # subnets start at PUBLIC_OFFSET, so azCount ≤ 6 (config limit) never overlaps.
 SUBNET_PREFIX = 20
 PUBLIC_OFFSET = 8
 HTTPS = 443
-
-# Interface endpoints for `endpoints` mode, and why each is needed without internet egress:
-#   ecr.api, ecr.dkr  — image manifest and auth (the layers themselves come via the S3 gateway)
-#   sqs               — the worker's receive/delete/heartbeat calls
-#   logs              — awslogs driver and the worker's EMF metric lines
-#   ecs, ecs-agent, ecs-telemetry — the Managed Instances host agent registers, gets tasks and
-#                       reports metrics (Container Insights) through these three
-#   sts               — not used by the worker itself (task credentials come from the ECS
-#                       agent); kept so tools that do call STS inside the VPC (caller identity
-#                       checks, AssumeRole from a debugging shell) resolve privately instead of
-#                       timing out on a VPC with no internet route.
-INTERFACE_ENDPOINTS = (
-    "ecr.api",
-    "ecr.dkr",
-    "sqs",
-    "logs",
-    "ecs",
-    "ecs-agent",
-    "ecs-telemetry",
-    "sts",
-)
 
 
 def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
@@ -53,10 +36,6 @@ def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
     private = [str(blocks[i]) for i in range(az_count)]
     public = [str(blocks[PUBLIC_OFFSET + i]) for i in range(az_count)]
     return private, public
-
-
-def nat_count(nat_gateways: str, az_count: int) -> int:
-    return az_count if nat_gateways == "one-per-az" else 1
 
 
 class NetworkArgs(BaseModel):
@@ -113,7 +92,7 @@ class Network(pulumi.ComponentResource):
                 self._subnet(f"public-{i}", vpc, cidr, azs[i])
                 for i, cidr in enumerate(public_cidrs)
             ]
-            tables = self._nat_routing(vpc, public, len(private), cfg.nat_gateways)
+            tables = self._nat_routing(vpc, public, nat_count(cfg))
         else:
             tables = [aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, opts=child)]
             self._interface_endpoints(vpc, private)
@@ -154,7 +133,7 @@ class Network(pulumi.ComponentResource):
         return self._region.apply(lambda r: f"com.amazonaws.{r}.{short}")
 
     def _nat_routing(
-        self, vpc: aws.ec2.Vpc, public: list[aws.ec2.Subnet], az_count: int, mode: str
+        self, vpc: aws.ec2.Vpc, public: list[aws.ec2.Subnet], nats: int
     ) -> list[aws.ec2.RouteTable]:
         """IGW + public route table + NAT gateways; returns one private table per NAT."""
         name, child = self._name, self._child()
@@ -173,7 +152,7 @@ class Network(pulumi.ComponentResource):
                 opts=child,
             )
         tables = []
-        for i in range(nat_count(mode, az_count)):
+        for i in range(nats):
             eip = aws.ec2.Eip(f"{name}-nat-{i}-eip", domain="vpc", opts=child)
             nat = aws.ec2.NatGateway(
                 f"{name}-nat-{i}",

@@ -14,6 +14,7 @@ import pytest
 from components.network import Network, NetworkArgs, subnet_cidrs
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tts_fleet.spec.config import NetworkConfig
+from tts_fleet.spec.topology import INTERFACE_ENDPOINTS, nat_count
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -122,3 +123,26 @@ def test_existing_mode_creates_nothing_and_passes_the_ids_through() -> None:
     mocks, seen = build(cfg)
     assert mocks.counts() == {COMPONENT: 1}
     assert seen == {"vpc_id": "vpc-0abc12345", "subnets": ["subnet-0abc12345", "subnet-0def67890"]}
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        NetworkConfig(mode="nat", az_count=1, nat_gateways="single"),
+        NetworkConfig(mode="nat", az_count=3, nat_gateways="single"),
+        NetworkConfig(mode="nat", az_count=3, nat_gateways="one-per-az"),
+        NetworkConfig(mode="endpoints", az_count=1),
+        NetworkConfig(mode="endpoints", az_count=3),
+    ],
+    ids=lambda cfg: f"{cfg.mode}-{cfg.az_count}-{cfg.nat_gateways}",
+)
+def test_the_component_creates_what_the_topology_says(cfg: NetworkConfig) -> None:
+    """The cost model prices tts_fleet.spec.topology; this pins the component to it."""
+    mocks, _ = build(cfg)
+    interface = [e for e in mocks.of_type(ENDPOINT) if e.inputs["vpcEndpointType"] == "Interface"]
+    services = INTERFACE_ENDPOINTS if cfg.mode == "endpoints" else ()
+    assert len(interface) == len(services)
+    assert sorted(e.inputs["serviceName"] for e in interface) == sorted(
+        f"com.amazonaws.us-east-1.{s}" for s in services
+    )
+    assert len(mocks.of_type(NAT)) == (nat_count(cfg) if cfg.mode == "nat" else 0)

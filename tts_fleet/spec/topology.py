@@ -1,0 +1,82 @@
+"""What a stack creates, by config, as plain facts: NAT gateways, interface endpoints, alarms,
+the dashboard and the customer-managed KMS keys.
+
+Pure, so the cost model reads the very numbers the Pulumi components build from
+(`components/network.py` imports these; tests pin the components against them) instead of
+copies that drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tts_fleet.spec.config import NetworkConfig, StackConfig
+
+# Interface endpoints for `endpoints` mode, and why each is needed without internet egress:
+#   ecr.api, ecr.dkr  — image manifest and auth (the layers themselves come via the S3 gateway)
+#   sqs               — the worker's receive/delete/heartbeat calls
+#   logs              — awslogs driver and the worker's EMF metric lines
+#   ecs, ecs-agent, ecs-telemetry — the Managed Instances host agent registers, gets tasks and
+#                       reports metrics (Container Insights) through these three
+#   sts               — not used by the worker itself (task credentials come from the ECS
+#                       agent); kept so tools that do call STS inside the VPC (caller identity
+#                       checks, AssumeRole from a debugging shell) resolve privately instead of
+#                       timing out on a VPC with no internet route.
+INTERFACE_ENDPOINTS = (
+    "ecr.api",
+    "ecr.dkr",
+    "sqs",
+    "logs",
+    "ecs",
+    "ecs-agent",
+    "ecs-telemetry",
+    "sts",
+)
+
+
+def nat_count(cfg: NetworkConfig) -> int:
+    """NAT gateways of `nat` mode: one per AZ with `one-per-az`, else one."""
+    return cfg.az_count if cfg.nat_gateways == "one-per-az" else 1
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One CloudWatch alarm a stack creates; CloudWatch bills per metric it evaluates."""
+
+    name: str  # the alarm's resource-name suffix
+    component: str  # the components/ module that creates it
+    metrics: int
+    high_resolution: bool = False  # 10 s periods: 3x the standard price per metric
+
+
+# The scaling alarms are metric math over visible + in flight (components/autoscaling.py
+# `outstanding_queries`); the queue alarms read one SQS metric each.
+OUTSTANDING_METRICS = 2
+
+
+def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
+    """Every alarm the stack creates. No setting adds or removes one today: the config is
+    taken so that the cost model follows when one does."""
+    return (
+        Alarm("scale-out", "autoscaling", OUTSTANDING_METRICS),
+        Alarm("idle", "autoscaling", OUTSTANDING_METRICS),
+        Alarm("dlq-messages", "observability", 1),
+        Alarm("oldest-job", "observability", 1),
+    )
+
+
+def alarm_metrics(cfg: StackConfig, *, high_resolution: bool = False) -> int:
+    """The alarm metrics CloudWatch bills for this stack, standard or high resolution."""
+    return sum(a.metrics for a in alarms(cfg) if a.high_resolution == high_resolution)
+
+
+def dashboards(cfg: StackConfig) -> int:
+    """components/observability.py: one CloudWatch dashboard per stack."""
+    return 1
+
+
+def kms_keys(cfg: StackConfig) -> int:
+    """Customer-managed KMS keys: the alerts topic's (components/observability.py; CloudWatch
+    alarms and Budgets cannot publish to a topic under the AWS-managed SNS key). The queues
+    use SQS-managed SSE and the bucket SSE-S3: no key of their own."""
+    return 1
