@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tts_fleet.cli.main import cli
+from tts_fleet.cli.scaling import report
 from tts_fleet.spec.config import load_stack_file
 from tts_fleet.spec.policy import bands
 
@@ -136,3 +137,23 @@ def test_bad_values_name_the_key_one_line_each() -> None:
         "error: tts-fleet:scaling.idleMinutes: must be <= 1440 (got 2000)",
         "error: tts-fleet:scaling.jobsPerWorker: must be >= 1 (got 0)",
     ]
+
+
+def test_the_band_report_is_typed_and_prints_as_the_json_document() -> None:
+    cfg = load_stack_file(ROOT / "Pulumi.prod.yaml").scaling
+    data = report("prod", cfg)
+    plan = bands(cfg)
+    assert [(r.lower_bound, r.upper_bound, r.workers) for r in data.bands] == [
+        (b.lower, b.upper, b.capacity) for b in plan.bands
+    ]
+    assert data.worst_at.workers / data.worst_at.formula == pytest.approx(plan.worst_overprovision)
+    printed = invoke("--stack", "prod", "--json").output
+    assert printed == json.dumps(data.to_json(), indent=2) + "\n"
+    # Printed without sort_keys: the document's key order is part of its form.
+    assert list(json.loads(printed)) == [
+        "stack", "scaling", "bands", "worst_overprovision", "worst_at", "schedules",
+    ]  # fmt: skip
+    assert list(json.loads(printed)["bands"][0]) == [
+        "lower_bound", "upper_bound", "outstanding_min", "outstanding_max", "workers",
+        "formula_min", "formula_max", "overprovision",
+    ]  # fmt: skip

@@ -15,7 +15,6 @@ from tts_fleet.local.report import (
     Summary,
     audio_seconds,
     latency,
-    percentile,
     read_manifests,
     write_timeline,
 )
@@ -26,20 +25,6 @@ from tts_fleet.spec.config import ConfigError
 from worker.jobs import Manifest
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.mark.parametrize(
-    ("values", "q", "expected"),
-    [
-        ([], 50, None),
-        ([3.0], 95, 3.0),
-        ([4.0, 1.0, 3.0, 2.0], 50, 2.0),  # nearest rank: ceil(0.5 * 4) = 2nd
-        ([float(v) for v in range(1, 21)], 95, 19.0),  # ceil(0.95 * 20) = 19th
-        ([float(v) for v in range(1, 21)], 100, 20.0),
-    ],
-)
-def test_percentile_is_nearest_rank(values: list[float], q: float, expected: float | None) -> None:
-    assert percentile(values, q) == expected
 
 
 def manifest(

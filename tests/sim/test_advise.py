@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cache
 from itertools import pairwise
@@ -10,7 +11,15 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cost.report import rates_for
-from tts_fleet.sim.advise import HOST_IDLE_SECONDS, IDLE_MINUTES, Point, advise, pareto, recommend
+from tts_fleet.sim.advise import (
+    HOST_IDLE_SECONDS,
+    IDLE_MINUTES,
+    Advice,
+    Point,
+    advise,
+    pareto,
+    recommend,
+)
 from tts_fleet.sim.model import PROFILES, fleet_policy
 from tts_fleet.sim.traces import parse_trace
 from tts_fleet.spec.policy import Scaling
@@ -19,7 +28,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @cache
-def sparse_report() -> dict:
+def sparse_advice() -> Advice:
     from tts_fleet.spec.config import StackConfig
 
     base = fleet_policy(Scaling(), host_idle_seconds=300, concurrency=4)
@@ -30,6 +39,10 @@ def sparse_report() -> dict:
         rates_for(StackConfig()),
         max_p95_s=60.0,
     )
+
+
+def sparse_report() -> dict:
+    return sparse_advice().to_json()
 
 
 def test_sparse_finds_a_setting_under_60s_and_reports_its_extra_gpu_hours() -> None:
@@ -97,3 +110,21 @@ def test_advise_command_bad_duration_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["advise", "--trace", "burst:5", "--max-p95-latency", "fast"])
     assert result.exit_code == 2
     assert "'fast' is not a duration like 60s, 2m or 1h" in result.output
+
+
+def test_advice_is_typed_and_its_json_puts_the_point_beside_the_extras() -> None:
+    advice = sparse_advice()
+    rec = advice.recommendation
+    assert rec is not None and rec.point in advice.points
+    assert advice.frontier == tuple(pareto(list(advice.points)))
+    data = advice.to_json()
+    assert set(data) == {"trace", "jobs", "profile", "bounds", "baseline", "cheapest",
+                         "frontier", "points", "recommendation"}  # fmt: skip
+    assert data["bounds"] == {"max_p95_s": 60.0, "max_monthly_usd": None}
+    assert data["recommendation"] == {
+        **dataclasses.asdict(rec.point),
+        "extra_gpu_hours": rec.extra_gpu_hours,
+        "extra_usd": rec.extra_usd,
+        "extra_gpu_hours_vs_cheapest": rec.extra_gpu_hours_vs_cheapest,
+        "extra_usd_vs_cheapest": rec.extra_usd_vs_cheapest,
+    }

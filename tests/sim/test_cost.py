@@ -10,7 +10,9 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
+from tts_fleet.spec import topology
 from tts_fleet.spec.config import StackConfig, load_stack_file
+from tts_fleet.spec.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +23,7 @@ def floor(report: dict, mode: str) -> dict[str, float]:
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_scale_to_zero_is_not_a_zero_bill(stack: str) -> None:
-    report = cost_report(load_stack_file(ROOT / f"Pulumi.{stack}.yaml"))
+    report = cost_report(load_stack_file(ROOT / f"Pulumi.{stack}.yaml")).to_json()
     totals = {m: v["floor_monthly_usd"] for m, v in report["modes"].items()}
     nat = floor(report, "nat")
     # nat: the NAT gateway is the largest line and more than half of the floor.
@@ -37,19 +39,16 @@ def test_nat_hours_follow_the_gateway_count() -> None:
     prices = load_prices()
     single = StackConfig.from_raw({"network": {"azCount": 3, "natGateways": "single"}})
     per_az = StackConfig.from_raw({"network": {"azCount": 3, "natGateways": "one-per-az"}})
-    one = floor(cost_report(single), "nat")["NAT gateway hours"]
-    three = floor(cost_report(per_az), "nat")["NAT gateway hours"]
+    one = floor(cost_report(single).to_json(), "nat")["NAT gateway hours"]
+    three = floor(cost_report(per_az).to_json(), "nat")["NAT gateway hours"]
     assert one == pytest.approx(prices["nat_gateway_hour"] * 730, abs=0.01)
     assert three == pytest.approx(3 * one, abs=0.01)
 
 
 def test_endpoints_are_priced_per_endpoint_and_az() -> None:
-    from components.network import INTERFACE_ENDPOINTS  # the set the Network component creates
-
     prices = load_prices()
-    assert prices.assumptions["interface_endpoints"] == len(INTERFACE_ENDPOINTS)
     cfg = StackConfig.from_raw({"network": {"mode": "endpoints", "azCount": 3}})
-    line = floor(cost_report(cfg), "endpoints")["Interface endpoints × AZs"]
+    line = floor(cost_report(cfg).to_json(), "endpoints")["Interface endpoints × AZs"]
     expected = len(INTERFACE_ENDPOINTS) * 3 * 730 * prices["interface_endpoint_hour"]
     assert line == pytest.approx(expected, abs=0.01)
 
@@ -73,7 +72,7 @@ def test_instance_choice_follows_gpu_config() -> None:
 
 def test_running_cost_and_simulator_rates_agree() -> None:
     cfg = StackConfig()
-    report = cost_report(cfg)
+    report = cost_report(cfg).to_json()
     run = report["modes"]["nat"]["running"]
     assert run["per_gpu_hour_usd"] == pytest.approx(
         run["gpu_hourly_usd"] + run["management_fee_hourly_usd"]
@@ -120,3 +119,36 @@ def test_cost_command_bad_stack_is_one_line(tmp_path: Path) -> None:
         f"error: {tmp_path / 'Pulumi.nope.yaml'}: no such stack file (stacks are "
         "Pulumi.<stack>.yaml)"
     ]
+
+
+def test_counts_come_from_the_topology_not_the_prices_file() -> None:
+    """The prices file holds prices and usage assumptions; what the stack creates (alarms,
+    endpoints, keys) is the topology's, the facts the components build from."""
+    assumptions = load_prices().assumptions
+    for copied in ("interface_endpoints", "alarm_metrics_standard", "kms_keys", "dashboards"):
+        assert copied not in assumptions
+    report = cost_report(StackConfig())
+    lines = {x.item: x for x in report.modes["existing"].floor}
+    cfg = StackConfig()
+    assert lines["CloudWatch alarms (standard, 60 s)"].quantity == topology.alarm_metrics(cfg) == 6
+    # The alerts topic's customer-managed key bills a month like any other.
+    assert lines["KMS customer keys"].quantity == topology.kms_keys(cfg) == 1
+    assert lines["KMS customer keys"].monthly_usd == load_prices()["kms_key_month"]
+
+
+def test_cost_report_is_typed_and_its_json_keeps_the_document_keys() -> None:
+    report = cost_report(StackConfig(), stack="dev")
+    assert list(report.modes) == ["nat", "endpoints", "existing"]
+    nat = report.modes["nat"]
+    assert nat.floor_monthly_usd == round(sum(x.monthly_usd for x in nat.floor), 2)
+    data = report.to_json()
+    assert set(data) == {
+        "region", "configured_mode", "prices_as_of", "prices_status",
+        "prices_fallback_to_us_east_1", "modes", "stack",
+    }  # fmt: skip
+    assert set(data["modes"]["nat"]) == {"floor", "floor_monthly_usd", "running"}
+    assert set(data["modes"]["nat"]["floor"][0]) == {
+        "item", "quantity", "unit", "unit_usd", "monthly_usd", "note",
+    }  # fmt: skip
+    assert data["modes"]["nat"]["running"]["instance_type"] == nat.running.instance_type
+    assert data["stack"] == "dev"

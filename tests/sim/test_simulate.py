@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,9 +17,10 @@ from tts_fleet.sim.model import (
     fleet_policy,
     seed_policy,
 )
-from tts_fleet.sim.report import CostRates, percentile
+from tts_fleet.sim.report import CostRates
 from tts_fleet.sim.traces import Trace, parse_trace
 from tts_fleet.spec.policy import Band, Scaling, bands
+from tts_fleet.spec.stats import percentile
 
 RATES = CostRates(gpu_hourly_usd=1.0, floor_monthly_usd=73.0)
 ALARM_S = 120.0  # minute 0's datapoint is published at 60 s + 60 s lag, evaluated then
@@ -26,7 +28,7 @@ JOB_S = SEED_PROFILE.batching.base_s
 
 
 def run(spec: str, policy: PolicySetup, profile: str = "seed", seed: int = 0) -> dict:
-    return simulate(parse_trace(spec, seed), PROFILES[profile], policy, RATES, seed).summary
+    return simulate(parse_trace(spec, seed), PROFILES[profile], policy, RATES, seed).to_json()
 
 
 def fleet20() -> PolicySetup:
@@ -63,7 +65,7 @@ def test_fleet_20_workers_near_the_lower_bound_and_10x_faster_than_seed() -> Non
 def _sparse_seed(offset_s: float = 0.0) -> tuple[list[float], dict]:
     arrivals = tuple(t + offset_s for t in parse_trace("sparse:7:8").arrivals)
     result = simulate(Trace("sparse", arrivals, 8 * 3600.0), SEED_PROFILE, seed_policy(), RATES)
-    return list(result.latencies), result.summary
+    return list(result.latencies), result.to_json()
 
 
 def test_sparse_seed_cannot_give_every_job_a_full_cold_start() -> None:
@@ -128,8 +130,8 @@ def test_concurrency_with_batching_raises_throughput_by_the_model() -> None:
     profile = PROFILES["default"]
     one = fleet_policy(Scaling(0, 1, 8, 5), 300, concurrency=1)
     four = fleet_policy(Scaling(0, 1, 8, 5), 300, concurrency=4)
-    serial = simulate(parse_trace("burst:400"), profile, one, RATES).summary
-    batched = simulate(parse_trace("burst:400"), profile, four, RATES).summary
+    serial = simulate(parse_trace("burst:400"), profile, one, RATES).to_json()
+    batched = simulate(parse_trace("burst:400"), profile, four, RATES).to_json()
     ready = serial["first_result_s"] - 2.0
     assert serial["drain_s"] == pytest.approx(ready + 400 * 2.0)
     assert batched["drain_s"] == pytest.approx(ready + 100 * 3.5)
@@ -140,7 +142,7 @@ def _two_jobs(host_idle_seconds: int) -> dict:
     policy = fleet_policy(Scaling(0, 1, 1, 1), host_idle_seconds, concurrency=1)
     trace = Trace("two", (0.0, 1800.0), 1800.0)
     result = simulate(trace, SEED_PROFILE, policy, RATES)
-    return {**result.summary, "second": result.latencies[1]}
+    return {**result.to_json(), "second": result.latencies[1]}
 
 
 def test_warm_host_skips_provisioning_and_pull() -> None:
@@ -217,3 +219,28 @@ def test_a_launch_cancelled_while_provisioning_is_no_start_and_its_host_is_not_k
     )
     assert finish[3] - trace.arrivals[3] == JOB_S  # served at the alarm's instant
     assert finish[4] - trace.arrivals[4] >= 12 * 60  # a full cold start of its own
+
+
+SUMMARY_KEYS = {
+    "cancelled_starts", "cold_starts", "drain_s", "first_result_s", "floor_usd",
+    "gpu_instance_hours", "gpu_usd", "hosts_launched", "jobs", "latency_s", "period_s", "policy",
+    "profile", "rates", "settings", "total_usd", "trace", "usd_per_1000_outputs", "warm_starts",
+}  # fmt: skip
+
+
+def test_the_summary_is_typed_and_frozen_and_its_json_keeps_the_document_keys() -> None:
+    result = simulate(parse_trace("burst:50"), SEED_PROFILE, fleet20(), RATES)
+    summary = result.summary
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.jobs = 0  # type: ignore[misc]
+    data = result.to_json()
+    assert set(data) == SUMMARY_KEYS
+    assert data["latency_s"] == {"p50": summary.latency.p50, "p95": summary.latency.p95,
+                                 "max": summary.latency.max}  # fmt: skip
+    assert data["settings"] == {
+        "min_workers": 0, "max_workers": 20, "jobs_per_worker": 8, "idle_minutes": 5,
+        "host_idle_seconds": 300, "concurrency": 1,
+    }  # fmt: skip
+    assert data["rates"] == {"gpu_hourly_usd": 1.0, "floor_monthly_usd": 73.0}
+    assert (data["gpu_usd"], data["drain_s"]) == (summary.cost.gpu_usd, summary.drain_s)
+    assert summary.cold_starts == data["cold_starts"] == 7  # ceil(50 / 8) workers

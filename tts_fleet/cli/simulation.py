@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
+from tts_fleet.cost.text import cost_table
 from tts_fleet.sim import text as sim_text
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import (
@@ -200,8 +201,8 @@ def simulate_cmd(policy_name: str, compare: bool, **o: Any) -> None:
 
         timeline(results, o["plot"])
     if o["as_json"]:
-        data = {n: r.summary for n, r in zip(names, results, strict=True)}
-        click.echo(json.dumps(data if compare else results[0].summary, indent=2, sort_keys=True))
+        data = {n: r.to_json() for n, r in zip(names, results, strict=True)}
+        click.echo(json.dumps(data if compare else results[0].to_json(), indent=2, sort_keys=True))
     else:
         click.echo(sim_text.simulation_table([r.summary for r in results]))
     if o["plot"]:
@@ -233,10 +234,10 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
 
         frontier(report, o["plot"])
     if o["as_json"]:
-        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
         click.echo(sim_text.advice_table(report))
-    if (bound is not None or max_monthly_usd is not None) and report["recommendation"] is None:
+    if (bound is not None or max_monthly_usd is not None) and report.recommendation is None:
         sys.exit(1)
 
 
@@ -251,12 +252,13 @@ def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_js
     """The idle floor per month for each network mode, and the cost per GPU hour."""
     try:
         cfg = load_config(stack, project_dir, {})
-        report = cost_report(cfg, stack_region(stack, project_dir), outputs_per_day)
+        region = stack_region(stack, project_dir)
+        report = cost_report(cfg, region, outputs_per_day, stack=stack or "defaults")
     except ConfigError as error:
         _fail(error.problems)
     except CostError as error:
         _fail([str(error)])
-    report["stack"] = stack or "defaults"
-    click.echo(
-        json.dumps(report, indent=2, sort_keys=True) if as_json else sim_text.cost_table(report)
-    )
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        click.echo(cost_table(report))

@@ -4,19 +4,22 @@
 dashboard, logs, the image in ECR and the outputs in S3 bill all month. `floor_lines` itemises
 that floor for each network mode so the choice is made on numbers; `running_cost` is what
 each GPU host adds per hour. Prices come from tts_fleet/cost/data/prices.json (source URLs and date
-inside), with per-region overrides falling back to us-east-1.
+inside), with per-region overrides falling back to us-east-1; what the stack creates (NAT
+gateways, endpoints, alarms, keys) comes from tts_fleet/spec/topology.py, the facts the Pulumi
+components build from.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from tts_fleet.sim.model import SEED_IMAGE_GB
 from tts_fleet.sim.report import CostRates
+from tts_fleet.spec import topology
 from tts_fleet.spec.config import StackConfig
 
 BASE_REGION = "us-east-1"
@@ -70,10 +73,8 @@ class Line:
     def monthly_usd(self) -> float:
         return self.quantity * self.unit_usd
 
-
-def nat_gateways(cfg: StackConfig) -> int:
-    """Same rule as components/network.py `nat_count` (kept here: that module needs pulumi)."""
-    return cfg.network.az_count if cfg.network.nat_gateways == "one-per-az" else 1
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "monthly_usd": round(self.monthly_usd, 2)}
 
 
 def floor_lines(
@@ -85,18 +86,20 @@ def floor_lines(
     retained_days = cfg.outputs.expire_days or 365  # 0 = kept: show a year's worth
     outputs_gb = outputs_per_day * retained_days * a["output_mb"] / 1000.0
     alarm_note = "high resolution (10 s) would cost 3× per alarm metric"
+    standard = topology.alarm_metrics(cfg)
+    high = topology.alarm_metrics(cfg, high_resolution=True)
     lines += [
-        Line("CloudWatch alarms (standard, 60 s)", a["alarm_metrics_standard"], "alarm metric",
+        Line("CloudWatch alarms (standard, 60 s)", standard, "alarm metric",
              prices["alarm_metric_standard_month"], alarm_note),
-        Line("CloudWatch alarms (high resolution)", a["alarm_metrics_high_resolution"],
+        Line("CloudWatch alarms (high resolution)", high,
              "alarm metric", prices["alarm_metric_high_resolution_month"]),
-        Line("CloudWatch dashboard", a["dashboards"], "dashboard", prices["dashboard_month"],
-             "the first 3 dashboards of an account are free"),
+        Line("CloudWatch dashboard", topology.dashboards(cfg), "dashboard",
+             prices["dashboard_month"], "the first 3 dashboards of an account are free"),
         Line("CloudWatch log storage", a["log_gb_stored"], "GB-month",
              prices["log_storage_gb_month"]),
         Line("ECR image storage", image_gb, "GB-month", prices["ecr_storage_gb_month"]),
-        Line("KMS customer keys", a["kms_keys"], "key-month", prices["kms_key_month"],
-             "SQS-managed SSE and SSE-S3: no customer key"),
+        Line("KMS customer keys", topology.kms_keys(cfg), "key-month", prices["kms_key_month"],
+             "the alerts topic's key; SQS-managed SSE and SSE-S3 need none"),
         Line("S3 outputs", round(outputs_gb, 3), "GB-month", prices["s3_standard_gb_month"],
              f"{outputs_per_day:g}/day × {retained_days} days × {a['output_mb']} MB"),
     ]  # fmt: skip
@@ -106,13 +109,13 @@ def floor_lines(
 def _network_lines(cfg: StackConfig, prices: Prices, mode: str) -> list[Line]:
     hours = prices.meta["hours_per_month"]
     if mode == "nat":
-        nats = nat_gateways(cfg)
+        nats = topology.nat_count(cfg.network)
         return [
             Line("NAT gateway hours", nats * hours, "NAT-hour", prices["nat_gateway_hour"]),
             Line("NAT public IPv4", nats * hours, "IP-hour", prices["public_ipv4_hour"]),
         ]
     if mode == "endpoints":
-        endpoints = int(prices.assumptions["interface_endpoints"])
+        endpoints = len(topology.INTERFACE_ENDPOINTS)
         return [
             Line(
                 "Interface endpoints × AZs",
@@ -163,52 +166,94 @@ def pick_instance(cfg: StackConfig, prices: Prices, instance_type: str | None = 
     )
 
 
-def running_cost(cfg: StackConfig, prices: Prices, mode: str, instance: Instance) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunningCost:
+    """What each running GPU host adds, per hour, and the network data of a cold start."""
+
+    instance_type: str
+    capacity_type: str
+    gpu_hourly_usd: float
+    management_fee_hourly_usd: float
+    per_gpu_hour_usd: float
+    network_data_per_cold_start_usd: float
+
+
+def running_cost(cfg: StackConfig, prices: Prices, mode: str, instance: Instance) -> RunningCost:
     gb = prices.assumptions["nat_gb_per_cold_start"]
     per_gb = {"nat": prices["nat_gateway_gb"], "endpoints": prices["interface_endpoint_gb"]}
-    return {
-        "instance_type": instance.type,
-        "capacity_type": cfg.gpu.capacity_type,
-        "gpu_hourly_usd": instance.hourly_usd,
-        "management_fee_hourly_usd": instance.fee_usd,
-        "per_gpu_hour_usd": round(instance.total_hourly_usd, 4),
-        "network_data_per_cold_start_usd": round(gb * per_gb.get(mode, 0.0), 5),
-    }
+    return RunningCost(
+        instance_type=instance.type,
+        capacity_type=cfg.gpu.capacity_type,
+        gpu_hourly_usd=instance.hourly_usd,
+        management_fee_hourly_usd=instance.fee_usd,
+        per_gpu_hour_usd=round(instance.total_hourly_usd, 4),
+        network_data_per_cold_start_usd=round(gb * per_gb.get(mode, 0.0), 5),
+    )
+
+
+@dataclass(frozen=True)
+class ModeCost:
+    floor: tuple[Line, ...]
+    running: RunningCost
+
+    @property
+    def floor_monthly_usd(self) -> float:
+        return round(sum(x.monthly_usd for x in self.floor), 2)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "floor": [x.to_json() for x in self.floor],
+            "floor_monthly_usd": self.floor_monthly_usd,
+            "running": asdict(self.running),
+        }
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """`tts-fleet cost`: the floor and running cost of each network mode, side by side."""
+
+    region: str
+    configured_mode: str
+    prices_as_of: str
+    prices_status: str
+    prices_fallback_to_us_east_1: tuple[str, ...]
+    modes: dict[str, ModeCost]  # in MODES order
+    stack: str = "defaults"  # the stack file read, for the report's title
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "configured_mode": self.configured_mode,
+            "prices_as_of": self.prices_as_of,
+            "prices_status": self.prices_status,
+            "prices_fallback_to_us_east_1": list(self.prices_fallback_to_us_east_1),
+            "modes": {name: mode.to_json() for name, mode in self.modes.items()},
+            "stack": self.stack,
+        }
 
 
 def cost_report(
     cfg: StackConfig, region: str = BASE_REGION, outputs_per_day: float = 1000.0,
-    image_gb: float = SEED_IMAGE_GB,
-) -> dict[str, Any]:  # fmt: skip
+    image_gb: float = SEED_IMAGE_GB, stack: str = "defaults",
+) -> CostReport:  # fmt: skip
     prices = load_prices(region)
     instance = pick_instance(cfg, prices)
-    modes: dict[str, Any] = {}
-    for mode in MODES:
-        lines = floor_lines(cfg, prices, mode, outputs_per_day, image_gb)
-        modes[mode] = {
-            "floor": [_line_json(x) for x in lines],
-            "floor_monthly_usd": round(sum(x.monthly_usd for x in lines), 2),
-            "running": running_cost(cfg, prices, mode, instance),
-        }
-    return {
-        "region": region,
-        "configured_mode": cfg.network.mode,
-        "prices_as_of": prices.meta["as_of"],
-        "prices_status": prices.meta["status"],
-        "prices_fallback_to_us_east_1": list(prices.fallback_keys),
-        "modes": modes,
+    modes = {
+        mode: ModeCost(
+            tuple(floor_lines(cfg, prices, mode, outputs_per_day, image_gb)),
+            running_cost(cfg, prices, mode, instance),
+        )
+        for mode in MODES
     }
-
-
-def _line_json(line: Line) -> dict[str, Any]:
-    return {
-        "item": line.item,
-        "quantity": line.quantity,
-        "unit": line.unit,
-        "unit_usd": line.unit_usd,
-        "monthly_usd": round(line.monthly_usd, 2),
-        "note": line.note,
-    }
+    return CostReport(
+        region=region,
+        configured_mode=cfg.network.mode,
+        prices_as_of=prices.meta["as_of"],
+        prices_status=prices.meta["status"],
+        prices_fallback_to_us_east_1=prices.fallback_keys,
+        modes=modes,
+        stack=stack,
+    )
 
 
 def rates_for(

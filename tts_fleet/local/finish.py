@@ -15,12 +15,12 @@ from tts_fleet.local.report import (
     Summary,
     audio_seconds,
     latency,
-    percentile,
     read_manifests,
     write_timeline,
 )
 from tts_fleet.local.scaler import Tick
 from tts_fleet.spec.config import StackConfig
+from tts_fleet.spec.stats import percentile
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, Job, Manifest
 
 
@@ -97,8 +97,8 @@ def collect(run: FinishedRun) -> Summary:
         failed=max(len(failed_ids), last_failed),
         invalid_lines=0,
         unfinished=write_unfinished(bodies, out / UNFINISHED_FILE),
-        latency_p50_s=_round(percentile(waits, 50)),
-        latency_p95_s=_round(percentile(waits, 95)),
+        latency_p50_s=_round(percentile(waits, 0.50)),
+        latency_p95_s=_round(percentile(waits, 0.95)),
         audio_s=round(audio_seconds(manifests), 3),
         worker_s=round(run.pool.worker_seconds(), 3),
         wall_s=round(run.events.elapsed(), 3),

@@ -15,7 +15,7 @@ from typing import Any
 
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import PolicySetup, Profile
-from tts_fleet.sim.report import HOURS_PER_MONTH, CostRates
+from tts_fleet.sim.report import HOURS_PER_MONTH, CostRates, SimSummary
 from tts_fleet.sim.traces import Trace
 
 IDLE_MINUTES = (1, 2, 3, 5, 10, 15, 20, 30, 60)
@@ -33,25 +33,81 @@ class Point:
     monthly_usd: float  # the same, were the trace repeated for a 730-hour month
 
 
+@dataclass(frozen=True)
+class Bounds:
+    max_p95_s: float | None
+    max_monthly_usd: float | None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The chosen setting and what it burns against the configured and the cheapest one."""
+
+    point: Point
+    extra_gpu_hours: float
+    extra_usd: float
+    extra_gpu_hours_vs_cheapest: float
+    extra_usd_vs_cheapest: float
+
+    @classmethod
+    def against(cls, point: Point, baseline: Point, cheapest: Point) -> Recommendation:
+        return cls(
+            point,
+            extra_gpu_hours=round(point.gpu_hours - baseline.gpu_hours, 4),
+            extra_usd=round(point.cost_usd - baseline.cost_usd, 2),
+            extra_gpu_hours_vs_cheapest=round(point.gpu_hours - cheapest.gpu_hours, 4),
+            extra_usd_vs_cheapest=round(point.cost_usd - cheapest.cost_usd, 2),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {**data.pop("point"), **data}  # the point's fields are top-level keys
+
+
+@dataclass(frozen=True)
+class Advice:
+    """`advise`: the sweep, its Pareto frontier and the recommendation (None: none fits)."""
+
+    trace: str
+    jobs: int
+    profile: str
+    bounds: Bounds
+    baseline: Point
+    cheapest: Point
+    frontier: tuple[Point, ...]
+    points: tuple[Point, ...]
+    recommendation: Recommendation | None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["frontier"], data["points"] = list(data["frontier"]), list(data["points"])
+        rec = self.recommendation
+        data["recommendation"] = None if rec is None else rec.to_json()
+        return data
+
+
 def _run(
     trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int
-) -> dict[str, Any]:
+) -> SimSummary:
     return simulate(trace, profile, policy, rates, seed).summary
 
 
-def _points(summaries: list[dict[str, Any]], rates: CostRates) -> list[Point]:
+def _points(summaries: list[SimSummary], rates: CostRates) -> list[Point]:
     """Costs over one common period, so a longer idle tail is not spread over more hours."""
-    period_h = max(s["period_s"] for s in summaries) / 3600.0
+    period_h = max(s.period_s for s in summaries) / 3600.0
     floor = rates.floor_monthly_usd * period_h / HOURS_PER_MONTH
     points = []
     for s in summaries:
-        cost = s["gpu_usd"] + floor
+        p95, gpu_usd, gpu_hours = s.latency.p95, s.cost.gpu_usd, s.cost.gpu_instance_hours
+        if p95 is None or gpu_usd is None or gpu_hours is None:
+            raise ValueError(f"trace {s.trace} has no jobs: nothing to advise on")
+        cost = gpu_usd + floor
         points.append(
             Point(
-                idle_minutes=s["settings"]["idle_minutes"],
-                host_idle_seconds=s["settings"]["host_idle_seconds"],
-                p95_s=s["latency_s"]["p95"],
-                gpu_hours=s["gpu_instance_hours"],
+                idle_minutes=s.settings.idle_minutes,
+                host_idle_seconds=s.settings.host_idle_seconds,
+                p95_s=p95,
+                gpu_hours=gpu_hours,
                 cost_usd=round(cost, 2),
                 monthly_usd=round(cost * HOURS_PER_MONTH / period_h, 2),
             )
@@ -113,27 +169,19 @@ def advise(
     max_monthly_usd: float | None = None,
     seed: int = 0,
     progress: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+) -> Advice:
     *points, baseline = sweep(trace, profile, base, rates, seed, progress)
     choice = recommend(points, max_p95_s, max_monthly_usd)
     cheapest = min(points, key=lambda p: (p.cost_usd, p.p95_s))
-    result: dict[str, Any] = {
-        "trace": trace.name,
-        "jobs": len(trace.arrivals),
-        "profile": profile.name,
-        "bounds": {"max_p95_s": max_p95_s, "max_monthly_usd": max_monthly_usd},
-        "baseline": asdict(baseline),
-        "cheapest": asdict(cheapest),
-        "frontier": [asdict(p) for p in pareto(points)],
-        "points": [asdict(p) for p in points],
-        "recommendation": None,
-    }
-    if choice is not None:
-        result["recommendation"] = {
-            **asdict(choice),
-            "extra_gpu_hours": round(choice.gpu_hours - baseline.gpu_hours, 4),
-            "extra_usd": round(choice.cost_usd - baseline.cost_usd, 2),
-            "extra_gpu_hours_vs_cheapest": round(choice.gpu_hours - cheapest.gpu_hours, 4),
-            "extra_usd_vs_cheapest": round(choice.cost_usd - cheapest.cost_usd, 2),
-        }
-    return result
+    rec = None if choice is None else Recommendation.against(choice, baseline, cheapest)
+    return Advice(
+        trace=trace.name,
+        jobs=len(trace.arrivals),
+        profile=profile.name,
+        bounds=Bounds(max_p95_s, max_monthly_usd),
+        baseline=baseline,
+        cheapest=cheapest,
+        frontier=tuple(pareto(points)),
+        points=tuple(points),
+        recommendation=rec,
+    )
