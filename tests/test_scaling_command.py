@@ -126,7 +126,7 @@ def test_missing_stack_file_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     path = tmp_path / "Pulumi.qa.yaml"
-    assert result.stderr == f"error: {path}: no such stack file (stacks are Pulumi.<stack>.yaml)\n"
+    assert result.stderr == f"Error: {path}: no such stack file (stacks are Pulumi.<stack>.yaml)\n"
 
 
 def test_bad_values_name_the_key_one_line_each() -> None:
@@ -134,8 +134,8 @@ def test_bad_values_name_the_key_one_line_each() -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert sorted(result.stderr.splitlines()) == [
-        "error: tts-fleet:scaling.idleMinutes: must be <= 1440 (got 2000)",
-        "error: tts-fleet:scaling.jobsPerWorker: must be >= 1 (got 0)",
+        "Error: tts-fleet:scaling.idleMinutes: must be <= 1440 (got 2000)",
+        "Error: tts-fleet:scaling.jobsPerWorker: must be >= 1 (got 0)",
     ]
 
 

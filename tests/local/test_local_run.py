@@ -170,7 +170,7 @@ def test_unknown_stack_is_one_clear_line(tmp_path: Path) -> None:
         timeout=60,
         cwd=tmp_path,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # bad input
     assert result.stderr.strip() == "Error: no stack file: Pulumi.nosuch.yaml"
 
 

@@ -116,7 +116,7 @@ def test_cost_command_bad_stack_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["cost", "--stack", "nope", "--project-dir", str(tmp_path)])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        f"error: {tmp_path / 'Pulumi.nope.yaml'}: no such stack file (stacks are "
+        f"Error: {tmp_path / 'Pulumi.nope.yaml'}: no such stack file (stacks are "
         "Pulumi.<stack>.yaml)"
     ]
 

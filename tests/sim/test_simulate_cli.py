@@ -67,14 +67,14 @@ def test_plot_writes_a_png_timeline(tmp_path: Path) -> None:
 def test_bad_trace_is_one_error_line() -> None:
     code, output = invoke("--trace", "burst:many")
     assert code == 2
-    assert output.strip().splitlines() == ["error: 'burst:many': N must be numbers"]
+    assert output.strip().splitlines() == ["Error: 'burst:many': N must be numbers"]
 
 
 def test_bad_flag_names_the_config_key() -> None:
     code, output = invoke("--trace", "burst:5", "--max-workers", "0")
     assert code == 2
     assert output.strip().splitlines() == [
-        "error: tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"
+        "Error: tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"
     ]
 
 

@@ -212,7 +212,7 @@ def scaling(stack: str | None, project_dir: Path, as_json: bool, **flags: int | 
         cfg = resolve(stack, project_dir, flags)
     except ConfigError as error:
         for problem in error.problems:
-            click.echo(f"error: {problem}", err=True)
+            click.secho(f"Error: {problem}", err=True, fg="red")
         sys.exit(2)
     data = report(stack or "defaults", cfg.scaling)
     click.echo(json.dumps(data.to_json(), indent=2) if as_json else render(data))

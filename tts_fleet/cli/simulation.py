@@ -52,7 +52,7 @@ def register(group: click.Group) -> None:
 
 def _fail(problems: list[str]) -> NoReturn:
     for problem in problems:
-        click.echo(f"error: {problem}", err=True)
+        click.secho(f"Error: {problem}", err=True, fg="red")
     sys.exit(2)
 
 
