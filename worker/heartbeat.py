@@ -33,7 +33,7 @@ class Task:
 
     @property
     def receipt(self) -> str:
-        return self.message["ReceiptHandle"]
+        return str(self.message["ReceiptHandle"])
 
     @property
     def receive_count(self) -> int:

@@ -77,8 +77,10 @@ def parse_job(body: str, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
     """Parses an SQS body. Raises InvalidJob with a one-line reason."""
     try:
         data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except json.JSONDecodeError as error:
         raise InvalidJob(f"body is not JSON: {error.msg} at position {error.pos}") from None
+    except UnicodeDecodeError as error:
+        raise InvalidJob(f"body is not UTF-8: byte {error.start} cannot be decoded") from None
     if not isinstance(data, dict):
         raise InvalidJob(f"body must be a JSON object, got {type(data).__name__}")
     return validate_job(data, max_text_chars)

@@ -88,7 +88,8 @@ def sqs_text(text: str, max_bytes: int) -> str:
 
 def backoff_seconds(receive_count: int, base: float, cap: float) -> int:
     """Visibility delay after the n-th failed receive: base, 2·base, 4·base, … up to cap."""
-    delay = min(cap, base * 2 ** max(0, receive_count - 1), MAX_VISIBILITY_SECONDS)
+    growth = 2.0 ** max(0, receive_count - 1)  # a float power: int ** int types as Any
+    delay = min(cap, base * growth, float(MAX_VISIBILITY_SECONDS))
     return max(0, round(delay))
 
 

@@ -65,7 +65,8 @@ class Protection:
     def state(self) -> dict[str, Any] | None:
         if self._http is None:
             return None
-        return self._http.get(self.url).json()
+        answer: dict[str, Any] = self._http.get(self.url).json()
+        return answer
 
     def close(self) -> None:
         if self._http is not None:
