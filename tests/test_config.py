@@ -15,7 +15,10 @@ from tests.lib.stack_support import ROOT
 from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file
 
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers"
-SCALING_KEYS = "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules"
+SCALING_KEYS = (
+    "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules,"
+    " controller, coldStartWork"
+)
 EXISTING = {"mode": "existing", "vpcId": "vpc-0abc12345"}
 TWO_SUBNETS = ["subnet-0abc12345", "subnet-0def67890"]
 

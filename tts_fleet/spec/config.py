@@ -177,6 +177,24 @@ class ScalingConfig(_Section):
             "ScheduledAction each."
         ),
     )
+    controller: Literal["lambda", "alarms"] = Field(
+        "lambda",
+        description=(
+            "`lambda`: a controller function samples the queue every 10 s and sets the"
+            " desired count with the cold-start-aware policy (tts_fleet/spec/controller.py);"
+            " `alarms`: CloudWatch alarms and a step scaling policy on 1-minute metrics."
+        ),
+    )
+    cold_start_work: float = Field(
+        0.5,
+        ge=0,
+        le=10,
+        description=(
+            "lambda controller only: a new GPU is started only if at least this many cold"
+            " starts' worth of work would remain for it when it arrives (0: start one for"
+            " any backlog; higher: fewer GPU-hours, longer waits)."
+        ),
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         if self.min_workers > self.max_workers:
