@@ -92,7 +92,7 @@ def test_wait_on_good_and_poison_jobs_exits_1_and_lists_the_failed(
     for job_id in ("poison0000", "poison0001"):
         assert f"failed: {job_id}: rejected by the speech server" in waited.stdout
     assert code == 1 and sorted(as_json["failed"]) == ["poison0000", "poison0001"]
-    assert "Unknown voice 'Nobody'" in as_json["failed"]["poison0000"]
+    assert "Invalid voice 'nobody'" in as_json["failed"]["poison0000"]
     assert as_json["done"] == 6 and as_json["pending"] == [] and as_json["timed_out"] is False
 
 

@@ -78,7 +78,7 @@ def test_fifty_jobs_two_workers(aws_env: dict[str, str], sqs: Any, s3: Any, proc
         body = s3.get_object(Bucket=names["bucket"], Key=f"outputs/{job.id}.wav")["Body"].read()
         with wave.open(io.BytesIO(body)) as reader:
             seconds = reader.getnframes() / reader.getframerate()
-            assert reader.getframerate() == manifest["sample_rate"] == 22050
+            assert reader.getframerate() == manifest["sample_rate"] == 24_000  # as vLLM-Omni
         assert seconds > 0.5
         assert manifest["duration_s"] == pytest.approx(seconds)
         assert manifest["request"] == job.request()

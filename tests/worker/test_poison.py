@@ -35,7 +35,7 @@ POISON: dict[str, tuple[str | None, str]] = {
         "too-long",
         f"text has {LIMIT + 1} characters, more than the limit of {LIMIT}",
     ),
-    '{"id": "bad-voice", "text": "Hello.", "voice": "Bob"}': ("bad-voice", "Unknown voice 'Bob'"),
+    '{"id": "bad-voice", "text": "Hello.", "voice": "Bob"}': ("bad-voice", "Invalid voice 'bob'"),
 }
 
 
