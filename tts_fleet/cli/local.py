@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 
 from tts_fleet.cli.errors import BadInput
-from tts_fleet.cli.options import split_chars_option, stack_file_option
+from tts_fleet.cli.options import project_dir_option, split_chars_option, stack_file_option
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.exit_codes import ExitCode
 from tts_fleet.spec.config import ConfigError
@@ -42,6 +42,7 @@ def register(group: click.Group) -> None:
     help="Submit jobs from a JSONL file or a directory of .txt files.",
 )
 @stack_file_option("Use Pulumi.<STACK>.yaml's config (default: the defaults).")
+@project_dir_option()
 @click.option("--max-workers", type=click.IntRange(1, 64), help="Override scaling.maxWorkers.")
 @click.option("--jobs-per-worker", type=click.IntRange(1), help="Override scaling.jobsPerWorker.")
 @click.option(

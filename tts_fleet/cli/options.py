@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -22,8 +23,8 @@ def stack_file_option(help: str = "Read the settings of Pulumi.<STACK>.yaml.") -
 def project_dir_option() -> Callable[[F], F]:
     return click.option(
         "--project-dir",
-        type=click.Path(file_okay=False, exists=True),
-        default=".",
+        type=click.Path(file_okay=False, exists=True, path_type=Path),
+        default=Path("."),
         show_default=True,
         help="The directory holding Pulumi.yaml and the stack files.",
     )
