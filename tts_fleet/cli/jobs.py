@@ -10,8 +10,7 @@ import functools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,9 @@ from typing import Any
 import click
 from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
+from tts_fleet.cli import look
 from tts_fleet.cli.errors import BadInput, Failed, MissingTool
 from tts_fleet.cli.options import json_flag, split_chars_option, target_flags, use_aws_settings
 from tts_fleet.client.aws import NoRegion, Target, client_for
@@ -123,19 +122,6 @@ def emit_json(data: dict[str, Any]) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True))
 
 
-@contextmanager
-def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[int], None]]:
-    """A rich bar on a terminal; a no-op elsewhere (pipes, CI, --json)."""
-    console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
-        yield lambda _: None
-        return
-    columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*[f"[bold]{label}", *columns], console=console, transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda done: bar.advance(task, done)
-
-
 def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return json_flag("Print a JSON summary.")(func)
 
@@ -186,7 +172,7 @@ def submit(
     loaded = load_jobs(source, max_text_chars, defaults, split_chars)
     summary = submit_summary(queue_url, loaded)
     for line in loaded.invalid:
-        click.echo(f"invalid: {line.describe()}", err=True)
+        click.secho(f"invalid: {line.describe()}", err=True, fg="red")
     if loaded.invalid and not skip_invalid:
         click.secho(
             f"Error: nothing sent: {len(loaded.invalid)} invalid job(s); fix them or pass "
@@ -198,7 +184,7 @@ def submit(
     sqs = client_for("sqs")
     preflight_queue(sqs, queue_url)
     started = time.monotonic()
-    with progress_bar(len(loaded.valid), "submit", not as_json) as advance:
+    with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
         report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
     sent = set(report.sent)
     summary.update(
@@ -231,7 +217,7 @@ def finish_submit(summary: dict[str, Any], as_json: bool, code: int) -> None:
         emit_json(summary)
     else:
         for job_id, reason in sorted(summary["failed"].items()):
-            click.echo(f"failed: {job_id}: {reason}", err=True)
+            click.secho(f"failed: {job_id}: {reason}", err=True, fg="red")
         click.echo(
             f"sent {summary['sent']} of {summary['total']} job(s) in {summary['calls']} "
             f"SendMessageBatch call(s); {len(summary['failed'])} failed, "
@@ -312,7 +298,7 @@ def status_table(snapshot: dict[str, Any]) -> Table:
         return "-" if value is None else str(value)
 
     ecs = snapshot["ecs"] or {}
-    table = Table(title=f"tts-fleet status {snapshot['at']}", show_header=True)
+    table = look.table(f"tts-fleet status {snapshot['at']}")
     for column in ("visible", "in flight", "delayed", "DLQ", "oldest age s", "desired", "running"):
         table.add_column(column, justify="right")
     table.add_row(
@@ -368,7 +354,7 @@ def wait(
     s3 = client_for("s3")
     started = time.monotonic()
     known: dict[str, str] = {}
-    with progress_bar(len(ids), "wait", not as_json) as advance:
+    with look.progress_bar(len(ids), "wait", not as_json) as advance:
         settled = 0
         while True:
             done, failed = outcomes(s3, target, ids, known)
@@ -405,7 +391,7 @@ def finish_wait(
     else:
         click.echo(f"{len(done)} of {len(ids)} done, {len(failed)} failed, {len(pending)} pending")
         for job_id, reason in sorted(failed.items()):
-            click.echo(f"failed: {job_id}: {reason}")
+            click.secho(f"failed: {job_id}: {reason}", fg="red")
         if timed_out:
             shown = ", ".join(pending[:PENDING_SHOWN]) + (
                 " ..." if len(pending) > PENDING_SHOWN else ""
@@ -463,7 +449,7 @@ def results(
     ids = list(job_ids) + (load_ids(source, split_chars=split_chars) if source else [])
     s3 = client_for("s3")
     objects, missing = result_objects(s3, target, ids or None, id_prefix)
-    with progress_bar(len(objects), "download", not as_json) as advance:
+    with look.progress_bar(len(objects), "download", not as_json) as advance:
         report = download_results(s3, target, objects, out, threads=threads, progress=advance)
     joined = join_parts(out, ids or None) if join else None
     finish_results(report, missing, out, as_json, joined)
@@ -488,7 +474,7 @@ def finish_results(
         emit_json(data)
     else:
         for key, reason in sorted(report.failed.items()):
-            click.echo(f"failed: {key}: {reason}", err=True)
+            click.secho(f"failed: {key}: {reason}", err=True, fg="red")
         if missing:
             click.echo(
                 f"not done (pending or failed): {', '.join(missing[:PENDING_SHOWN])}", err=True
@@ -508,9 +494,9 @@ def _print_joined(joined: JoinReport, out: Path) -> None:
         click.echo(f"joined: {out / base}.*")
     for base, parts in sorted(joined.incomplete.items()):
         shown = ", ".join(f"p{n:03d}" for n in parts[:PENDING_SHOWN])
-        click.echo(f"not joined: {base}: parts not done yet: {shown}", err=True)
+        click.secho(f"not joined: {base}: parts not done yet: {shown}", err=True, fg="red")
     for base, reason in sorted(joined.failed.items()):
-        click.echo(f"not joined: {base}: {reason}", err=True)
+        click.secho(f"not joined: {base}: {reason}", err=True, fg="red")
 
 
 # ---------------------------------------------------------------------------- dlq
@@ -537,7 +523,7 @@ def dlq_list(target: Target, limit: int, as_json: bool) -> None:
             {"dlq_url": dlq_url, "count": len(letters), "messages": [vars(m) for m in letters]}
         )
         return
-    table = Table(title=f"{len(letters)} dead letter(s)")
+    table = look.table(f"{len(letters)} dead letter(s)")
     for column in ("job id", "receives", "error", "message id"):
         table.add_column(column)
     for letter in letters:
@@ -565,7 +551,7 @@ def dlq_redrive(target: Target, error_filter: str | None, as_json: bool) -> None
     queue_url = need(target, "queue_url")
     dlq_url = dlq_url_of(target)
     sqs = client_for("sqs")
-    with progress_bar(queue_counts(sqs, dlq_url)["visible"], "redrive", not as_json) as bar:
+    with look.progress_bar(queue_counts(sqs, dlq_url)["visible"], "redrive", not as_json) as bar:
         report = redrive(
             sqs,
             dlq_url,
@@ -582,5 +568,5 @@ def dlq_redrive(target: Target, error_filter: str | None, as_json: bool) -> None
             f"the filter, {len(report.failed)} failed, {report.duplicated} left in both queues"
         )
         for message_id, reason in report.failed.items():
-            click.echo(f"failed: {message_id}: {reason}", err=True)
+            click.secho(f"failed: {message_id}: {reason}", err=True, fg="red")
     raise SystemExit(EXIT_FAILED if report.failed else EXIT_OK)
