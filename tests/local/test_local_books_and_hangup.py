@@ -71,3 +71,22 @@ def test_sighup_mid_run_keeps_finished_outputs_and_saves_the_rest(start) -> None
     unfinished = run.out / "unfinished.jsonl"
     left = {json.loads(line)["id"] for line in unfinished.read_text().splitlines()}
     assert done | left == {f"demo-{i:03d}" for i in range(1, 31)} and not done & left
+
+
+@pytest.mark.timeout(RUN_TIMEOUT * 2)
+def test_after_a_sigkill_resume_runs_only_what_is_not_in_out(start) -> None:  # type: ignore[no-untyped-def]
+    args = ("--demo", "16", "--max-workers", "2", "--jobs-per-worker", "8", "--tick", "0.3")
+    killed = start(*args, "--speech-latency-ms", "400")
+    killed.wait_for(lambda e: e["event"] == "decision" and e.get("completed", 0) >= 3)
+    killed.proc.send_signal(signal.SIGKILL)  # no drain, no unfinished.jsonl: only --out is left
+    killed.proc.wait(timeout=30)
+    before = {p.stem for p in killed.out.glob("demo-*.json")}
+    assert before and not (killed.out / "unfinished.jsonl").exists()
+    resumed = start(*args, "--resume", "--json")
+    code, stdout, stderr = resumed.finish()
+    assert code == 0, stderr[-2000:]
+    assert f"resuming: {len(before)} done already" in stderr
+    assert json.loads(stdout)["completed"] == 16 - len(before)  # nothing done twice
+    assert {p.stem for p in resumed.out.glob("demo-*.json")} == {
+        f"demo-{i:03d}" for i in range(1, 17)
+    }

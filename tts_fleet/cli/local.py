@@ -116,7 +116,13 @@ def register(group: click.Group) -> None:
     is_flag=True,
     help="Stay up after the jobs (if any) for `tts-fleet submit` from elsewhere.",
 )
-def local(input_path: str | None, skip_invalid: bool, **kwargs: object) -> None:
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="After a run was killed: skip the jobs whose output is already in --out "
+    "(give the same --demo/--input as that run).",
+)
+def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: object) -> None:
     """Run the whole pipeline here: emulated SQS/S3, espeak speech, real workers, local scaler.
 
     Submits the jobs, scales worker processes with the same policy as the AWS alarms, and
@@ -147,7 +153,19 @@ def local(input_path: str | None, skip_invalid: bool, **kwargs: object) -> None:
         )
     if options.input and not jobs and not options.keep_running:
         raise BadInput(f"no valid jobs in {options.input}; nothing was sent")
+    if resume:
+        jobs = not_done_yet(jobs, options.out, err)
     _run(options, cfg, jobs, len(invalid))
+
+
+def not_done_yet(jobs: list[Job], out: Path, err: Console) -> list[Job]:
+    """The jobs of a killed run whose manifest never reached --out (outputs are fetched as each
+    job finishes, so what is there is done; the emulator died with the run, the rest is redone:
+    the worker's manifest check makes a redo of a finished job write nothing twice)."""
+    left = [job for job in jobs if not (out / f"{job.job_id}.json").exists()]
+    err.print(f"resuming: {len(jobs) - len(left)} done already in {out}, {len(left)} to run",
+              markup=False, highlight=False)  # fmt: skip
+    return left
 
 
 def _run(options: LocalOptions, cfg: StackConfig, jobs: list[Job], invalid: int) -> None:
