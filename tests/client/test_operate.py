@@ -196,7 +196,7 @@ def test_dlq_redrive_moves_messages_back_and_filters_on_the_error(stack: Stack) 
     code, rest = run_json("dlq", "redrive")
     assert code == 0 and rest["moved"] == 4 and depth(stack.dlq_url) == 0
     assert rest["method"] == "receive-send-delete"  # the emulator has no StartMessageMoveTask
-    assert "StartMessageMoveTask" in rest["fallback_reason"]
+    assert rest["fallback_reason"] == "the local emulator has no StartMessageMoveTask"
     message = boto3.client("sqs").receive_message(
         QueueUrl=stack.queue_url, MaxNumberOfMessages=1, MessageAttributeNames=["All"]
     )["Messages"][0]
@@ -267,8 +267,19 @@ class MoveTaskSqs:
 def test_redrive_uses_start_message_move_task_where_sqs_has_it(stack: Stack) -> None:
     for n in range(4):
         dead_letter(stack, f"m{n}", "speech server unavailable")
-    report = redrive(MoveTaskSqs(boto3.client("sqs")), stack.dlq_url, stack.queue_url)
+    sqs = MoveTaskSqs(boto3.client("sqs"))
+    report = redrive(sqs, stack.dlq_url, stack.queue_url, move_task=True)
     assert (report.method, report.moved, report.task_handle) == ("start_message_move_task", 4,
                                                                  "task-1")  # fmt: skip
     assert report.fallback_reason is None
     assert depth(stack.dlq_url) == 0 and depth(stack.queue_url) == 4
+
+
+def test_redrive_on_the_emulator_never_asks_it_for_a_move_task(stack: Stack) -> None:
+    dead_letter(stack, "m0", "speech server unavailable")
+    sqs = boto3.client("sqs")
+    asked: list[str] = []
+    sqs.meta.events.register("before-call.sqs", lambda model, **_: asked.append(model.name))
+    report = redrive(sqs, stack.dlq_url, stack.queue_url)
+    assert report.method == "receive-send-delete" and report.moved == 1
+    assert "StartMessageMoveTask" not in asked and "ReceiveMessage" in asked

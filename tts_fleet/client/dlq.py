@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from botocore.exceptions import ClientError
 
@@ -127,13 +128,20 @@ def redrive(
     error_filter: str | None = None,
     progress: Callable[[int], None] | None = None,
     on_moved: Callable[[list[str]], None] | None = None,
+    move_task: bool | None = None,
 ) -> RedriveReport:
     """Moves DLQ messages back to the jobs queue. Without a filter SQS moves them itself
     (StartMessageMoveTask); where that is unavailable (the emulator) or a filter is given,
     each batch is received, sent, and deleted only after its send succeeded. `on_moved`
-    gets the job ids of each batch sent (receive-send-delete only)."""
+    gets the job ids of each batch sent (receive-send-delete only). `move_task` None: use
+    StartMessageMoveTask unless the client points at a local emulator, which lacks it (moto
+    answers it with an HTML 500 and logs a traceback, so it is not even asked)."""
     reason = "--filter given" if error_filter is not None else None
-    if error_filter is None:
+    if move_task is None:
+        move_task = not _local_endpoint(sqs)
+    if error_filter is None and not move_task:
+        reason = "the local emulator has no StartMessageMoveTask"
+    elif error_filter is None:
         try:
             return _move_task(sqs, dlq_url, queue_url)
         except ClientError as error:
@@ -142,6 +150,12 @@ def redrive(
     mover.run(queue_counts(sqs, dlq_url)["visible"], progress)
     mover.report.fallback_reason = reason
     return mover.report
+
+
+def _local_endpoint(sqs: Any) -> bool:
+    """True for an emulator on this machine (AWS_ENDPOINT_URL=http://127.0.0.1:…)."""
+    host = urlsplit(str(getattr(sqs.meta, "endpoint_url", "") or "")).hostname or ""
+    return host in {"127.0.0.1", "localhost", "::1"} or host.endswith(".localhost")
 
 
 def _move_task(sqs: Any, dlq_url: str, queue_url: str) -> RedriveReport:
