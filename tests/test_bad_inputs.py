@@ -51,6 +51,11 @@ class Case:
 
 NO_PULUMI = {"PATH": os.path.dirname(sys.executable)}  # this venv's scripts only
 NO_AWS = {"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_ENDPOINT_URL": ""}
+# No key in the environment, no files, and no instance metadata to fall back on.
+NO_CREDENTIALS = {
+    "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}  # fmt: skip
 
 CASES = [
     Case("unknown command", ("nosuch",), BAD, "No such command"),
@@ -147,6 +152,26 @@ CASES = [
         ("simulate", "--trace", "cloudwatch"),
         BAD,
         "--queue-name",
+    ),
+    Case(
+        "simulate cloudwatch without a region",
+        ("simulate", "--trace", "cloudwatch", "--queue-name", "q"),
+        BAD,
+        "no AWS region",
+    ),
+    Case(
+        "simulate cloudwatch without credentials",
+        ("simulate", "--trace", "cloudwatch", "--queue-name", "q"),
+        BAD,
+        "no AWS credentials",
+        env={**NO_CREDENTIALS, "AWS_REGION": "eu-west-1"},
+    ),
+    Case(
+        "status with an unknown profile",
+        ("status", "--queue-url", "https://q/x", "--profile", "nosuch"),
+        BAD,
+        "nosuch",
+        env=NO_CREDENTIALS,
     ),
     Case("advise unknown trace", ("advise", "--trace", "bogus"), BAD, "bogus"),
     Case("deploy without a stack", ("deploy", "preview"), BAD, "--stack"),

@@ -124,9 +124,13 @@ def load_trace(spec: str, seed: int, stack: str | None, days: float, queue: str 
         queue = str(outputs.get(OUTPUT_QUEUE_URL, "")).rsplit("/", 1)[-1]
         if not queue:
             raise TraceError(f"stack {stack} has no {OUTPUT_QUEUE_URL} output; deploy it first")
-    import boto3
+    from tts_fleet.client.aws import NoRegion, client_for  # AWS_REGION honoured, as everywhere
 
-    return cloudwatch_arrivals(boto3.client("cloudwatch"), queue, days)
+    try:
+        cloudwatch = client_for("cloudwatch")
+    except NoRegion as error:
+        raise TraceError(str(error)) from None
+    return cloudwatch_arrivals(cloudwatch, queue, days)
 
 
 def _common(func: Any) -> Any:
