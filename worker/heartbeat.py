@@ -4,6 +4,10 @@ Every `interval` seconds the heartbeat sets each in-flight message's visibility 
 `extension` seconds from now (ChangeMessageVisibilityBatch, 10 per call). Because
 extension > interval (checked at start), a message stays invisible for as long as its job
 runs, however long, and reappears within `extension` seconds of a crash.
+
+No lock is held across an SQS or S3 call: `Visibility` keeps a release from being undone by a
+tick already in flight (it is sent again once the tick's call returns), and `Task.writing()`
+lets the drain wait for a job's S3 writes on a condition, not on a lock the writer holds.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +34,32 @@ class Task:
     job_id: str | None = None
     abandoned: bool = False  # set by the drain; the job thread then writes nothing more
     settled: bool = False  # deleted or released: the heartbeat must not extend it any more
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Guarded by Visibility's lock: heartbeat calls in flight that include this task, and the
+    # visibility of a release made meanwhile, to be sent again when the last of them returns.
+    extending: int = 0
+    resend: int | None = None
+    _writes: threading.Condition = field(default_factory=threading.Condition)
+    _writing: bool = False
+
+    @contextmanager
+    def writing(self) -> Iterator[bool]:
+        """Yields False once the drain abandoned the task; while True, it cannot abandon it."""
+        with self._writes:
+            allowed = self._writing = not self.abandoned
+        try:
+            yield allowed
+        finally:
+            with self._writes:
+                self._writing = False
+                self._writes.notify_all()
+
+    def abandon(self, timeout: float) -> bool:
+        """Marks the task abandoned unless its writes outlast `timeout` seconds."""
+        with self._writes:
+            if not self._writes.wait_for(lambda: not self._writing, max(0.0, timeout)):
+                return False
+            self.abandoned = True
+            return True
 
     @property
     def receipt(self) -> str:
@@ -97,33 +127,72 @@ def change_visibility(sqs: Any, queue_url: str, tasks: list[Task], seconds: int)
     return accepted
 
 
+class Visibility:
+    """Extensions and releases of held messages, ordered without a lock across the calls.
+
+    A release settles its tasks first (no tick picks them after that) and is sent at once. A
+    tick's extension may already be on its way for one of them and land after the release:
+    such a release is sent again when that call returns, so the last word is the release's.
+    A slow ChangeMessageVisibility therefore delays no other release.
+    """
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        self.sqs, self.queue_url = sqs, queue_url
+        self._lock = threading.Lock()
+
+    def extend(self, tasks: list[Task], seconds: int) -> int:
+        with self._lock:
+            picked = [t for t in tasks if not (t.abandoned or t.settled)]
+            for task in picked:
+                task.extending += 1
+        accepted = change_visibility(self.sqs, self.queue_url, picked, seconds) if picked else 0
+        again: dict[int, list[Task]] = {}
+        with self._lock:
+            for task in picked:
+                task.extending -= 1
+                if task.extending == 0 and task.resend is not None:
+                    again.setdefault(task.resend, []).append(task)
+                    task.resend = None
+        for delay, settled in again.items():
+            change_visibility(self.sqs, self.queue_url, settled, delay)
+        return accepted
+
+    def release(self, tasks: list[Task], seconds: int, *, unsettled_only: bool = False) -> int:
+        """Settles `tasks` and sets their visibility to `seconds`; returns how many SQS took.
+
+        An abandoned task is settled but not sent (the drain releases it); with
+        `unsettled_only`, a task already settled (deleted or released) is left alone."""
+        with self._lock:
+            chosen = [t for t in tasks if not (unsettled_only and t.settled)]
+            for task in chosen:
+                task.settled = True
+            sent = [t for t in chosen if unsettled_only or not t.abandoned]
+            for task in sent:
+                task.resend = seconds if task.extending else None
+        return change_visibility(self.sqs, self.queue_url, sent, seconds) if sent else 0
+
+
 class Heartbeat(threading.Thread):
     def __init__(
         self,
-        sqs: Any,
-        queue_url: str,
+        visibility: Visibility,
         inflight: InFlight,
         interval: float,
         extension: int,
         on_tick: Callable[[], None] | None = None,
-        lock: threading.Lock | None = None,
     ) -> None:
         if extension <= interval:
             raise ValueError(f"visibility extension {extension}s must exceed interval {interval}s")
         super().__init__(name="heartbeat", daemon=True)
-        self.sqs, self.queue_url, self.inflight = sqs, queue_url, inflight
+        self.visibility, self.inflight = visibility, inflight
         self.interval, self.extension, self.on_tick = interval, extension, on_tick
-        # Shared with whoever releases tasks (settled=True + visibility change under it), so
-        # a tick that picked a task cannot extend it after the release set it visible.
-        self.lock = lock or threading.Lock()
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            with self.lock:
-                tasks = [t for t in self.inflight.snapshot() if not (t.abandoned or t.settled)]
-                if tasks and not self._stop_event.is_set():
-                    change_visibility(self.sqs, self.queue_url, tasks, self.extension)
+            tasks = self.inflight.snapshot()
+            if tasks and not self._stop_event.is_set():
+                self.visibility.extend(tasks, self.extension)
             if self.on_tick is not None:
                 try:
                     self.on_tick()

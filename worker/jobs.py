@@ -17,12 +17,30 @@ DEFAULT_MAX_TEXT_CHARS = 20_000
 ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 _ID = re.compile(ID_PATTERN)
 AudioFormat = Literal["wav", "flac", "mp3", "pcm"]
-# Speed range that vLLM-Omni's /v1/audio/speech accepts.
+# What vLLM-Omni 0.30's /v1/audio/speech accepts for Qwen3-TTS CustomVoice (protocol/audio.py
+# and tts_adapters/qwen3_tts.py): speed 0.25..4.0; instructions up to 500 characters
+# (serving_speech.py _TTS_MAX_INSTRUCTIONS_LENGTH); a language from the checkpoint's
+# codec_language_id, title-cased, or "Auto" (its default, which lets the model tell by the
+# text). The checkpoint also lists Beijing_Dialect and Sichuan_Dialect, reached through the
+# Dylan and Eric speakers; the contract keeps to the adapter's DEFAULT_TTS_LANGUAGES.
 MIN_SPEED = 0.25
 MAX_SPEED = 4.0
+MAX_INSTRUCTIONS_CHARS = 500
+DEFAULT_LANGUAGE = "Auto"
+LANGUAGES = frozenset(
+    {"Auto", "Chinese", "English", "Japanese", "Korean", "German", "French", "Russian",
+     "Portuguese", "Spanish", "Italian"}
+)  # fmt: skip
+# The CustomVoice checkpoints' speakers (talker_config.spk_id; the server compares them in
+# lower case). `submit` checks a voice against these; the worker leaves it to the server, which
+# may serve another checkpoint.
+CUSTOM_VOICE_SPEAKERS = (
+    "Vivian", "Serena", "Uncle_Fu", "Dylan", "Eric", "Ryan", "Aiden", "Ono_Anna", "Sohee",
+)  # fmt: skip
 # Under the stack's output prefix: audio and manifests, and failure records (DESIGN §3.3).
 OUTPUTS_PREFIX = "outputs/"
 FAILURES_PREFIX = "failures/"
+AUDIO_HASH_CHARS = 16
 # Message attributes of a dead-lettered job's copy in the DLQ: why it failed, and its id.
 DLQ_ERROR_ATTRIBUTE = "error"
 DLQ_JOB_ID_ATTRIBUTE = "job_id"
@@ -36,8 +54,8 @@ class Job(BaseModel):
     id: str | None = Field(None, pattern=ID_PATTERN)
     text: str = Field(min_length=1)
     voice: str = Field("Vivian", min_length=1, max_length=64)
-    language: str = Field("English", min_length=1, max_length=32)
-    instructions: str = Field("", max_length=2_000)
+    language: str = Field(DEFAULT_LANGUAGE, min_length=1, max_length=32)
+    instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
     format: AudioFormat = "wav"
     speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
 
@@ -51,6 +69,24 @@ class Job(BaseModel):
             raise ValueError(f"text has {len(text)} characters, more than the limit of {limit}")
         return text
 
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, language: str) -> str:
+        # Title-cased as the server does, so "english" and "English" are one request.
+        named = language.title()
+        if named not in LANGUAGES:
+            known = ", ".join(sorted(LANGUAGES))
+            raise ValueError(f"unknown language {language!r}; one of {known}")
+        return named
+
+    @field_validator("voice")
+    @classmethod
+    def _known_voice(cls, voice: str, info: ValidationInfo) -> str:
+        voices = (info.context or {}).get("voices")
+        if voices is not None and voice.lower() not in {v.lower() for v in voices}:
+            raise ValueError(f"unknown voice {voice!r}; one of {', '.join(voices)}")
+        return voice
+
     @property
     def job_id(self) -> str:
         """The explicit id, or one derived from the request so a resubmit is the same job."""
@@ -60,6 +96,14 @@ class Job(BaseModel):
         """The synthesis request without the id: what makes two jobs the same work."""
         return self.model_dump(exclude={"id"})
 
+    def digest(self) -> str:
+        """SHA-256 of the canonical request: the derived id is its first 32 characters."""
+        return request_digest(self.request())
+
+    def request_hash(self, model: str) -> str:
+        """What a manifest records: this request as synthesized by `model`."""
+        return request_hash(self.digest(), model)
+
     def with_id(self) -> Job:
         return self if self.id is not None else self.model_copy(update={"id": self.job_id})
 
@@ -68,9 +112,20 @@ class Job(BaseModel):
         return json.dumps(self.with_id().model_dump(), ensure_ascii=False, separators=(",", ":"))
 
 
-def derive_id(request: dict[str, Any]) -> str:
+def request_digest(request: dict[str, Any]) -> str:
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def derive_id(request: dict[str, Any]) -> str:
+    return request_digest(request)[:32]
+
+
+def request_hash(digest: str, model: str) -> str:
+    """The synthesis request's hash (text, voice, language, instructions, format, speed and
+    model). Built on the model-free digest so a producer that kept only the digest (`submit
+    --json`) can check a manifest against it with the manifest's own `model`."""
+    return hashlib.sha256(f"{digest}\n{model}".encode()).hexdigest()
 
 
 def parse_job(body: str, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
@@ -86,9 +141,16 @@ def parse_job(body: str, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
     return validate_job(data, max_text_chars)
 
 
-def validate_job(data: dict[str, Any], max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
+def validate_job(
+    data: dict[str, Any],
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    voices: tuple[str, ...] | None = None,
+) -> Job:
+    """`voices`, when given, are the only ones accepted (`submit` passes the CustomVoice
+    speakers; the worker passes none and lets its server decide)."""
+    context = {"max_text_chars": max_text_chars, "voices": voices}
     try:
-        return Job.model_validate(data, context={"max_text_chars": max_text_chars})
+        return Job.model_validate(data, context=context)
     except ValidationError as error:
         raise InvalidJob(describe_errors(error), best_effort_id(data)) from None
 
@@ -119,8 +181,12 @@ class InvalidJob(ValueError):
         self.job_id = job_id
 
 
-def audio_key(job_id: str, fmt: str, prefix: str = "") -> str:
-    return f"{prefix}{OUTPUTS_PREFIX}{job_id}.{fmt}"
+def audio_key(job_id: str, fmt: str, prefix: str = "", version: str | None = None) -> str:
+    """outputs/<id>.<fmt>, written once (If-None-Match) by a job's first synthesis; a remade
+    job's audio goes to outputs/<id>.<hash16>.<fmt>, so the manifest it replaces keeps
+    pointing at its own audio until the swap (DESIGN §3.3). Readers follow `audio_key`."""
+    tag = f".{version[:AUDIO_HASH_CHARS]}" if version else ""
+    return f"{prefix}{OUTPUTS_PREFIX}{job_id}{tag}.{fmt}"
 
 
 def manifest_key(job_id: str, prefix: str = "") -> str:
@@ -157,6 +223,15 @@ class Manifest(_Record):
     pieces: int  # speech requests the text was split into
     worker: str
     finished_at: str  # ISO 8601, UTC, milliseconds
+    # request_hash(): None in manifests written before it existed, which count as made from
+    # another request. sent_at_ms: SQS SentTimestamp of the message that made it, so an older
+    # message of an edited job never replaces the newer one's output.
+    request_hash: str | None = None
+    sent_at_ms: int | None = None
+
+    def made_from(self, digest: str) -> bool:
+        """Whether this manifest is the output of the request with this digest."""
+        return self.request_hash == request_hash(digest, self.model)
 
 
 class FailureRecord(_Record):
@@ -169,6 +244,9 @@ class FailureRecord(_Record):
     message_id: str
     worker: str
     failed_at: str  # ISO 8601, UTC, milliseconds
+    # The failed request's digest (Job.digest()), None when the body could not be read as a
+    # job: a later, edited submit of the same id is not reported as this failure.
+    request_digest: str | None = None
 
     def reason(self) -> str:
         """One line: the kind, then the detail when there is one."""

@@ -16,12 +16,22 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import ValidationError
 
-from worker.heartbeat import MAX_BATCH_ENTRIES, Heartbeat, InFlight, Task, change_visibility
+from worker.heartbeat import (
+    MAX_BATCH_ENTRIES,
+    Heartbeat,
+    InFlight,
+    Task,
+    Visibility,
+    change_visibility,
+)
 from worker.jobs import (
     DLQ_ERROR_ATTRIBUTE,
     DLQ_JOB_ID_ATTRIBUTE,
@@ -47,32 +57,92 @@ MAX_ERROR_ATTRIBUTE_BYTES = 1_000
 # SendMessage): #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
 _NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 STORAGE_ERRORS = (ClientError, BotoCoreError)
-# A conditional PUT (If-None-Match: *) on an existing key: 412 PreconditionFailed (S3 user
-# guide, conditional writes). A concurrent conditional PUT may get 409 instead: that one is an
-# ordinary storage error, retried later, and the retry finds the manifest.
+# A conditional PUT (If-None-Match: *, or If-Match on an ETag) whose condition fails: 412
+# PreconditionFailed (S3 user guide, conditional writes); If-Match on a missing key: 404. A
+# concurrent conditional PUT may get 409 instead: that one is an ordinary storage error,
+# retried later, and the retry reads the manifest again.
 PRECONDITION_FAILED = ("PreconditionFailed", "412")
+NOT_FOUND = ("404", "NoSuchKey", "NotFound")
+# Manifest swaps lost to other writers before the job is released to try again later.
+MAX_SWAPS = 3
 
 
 class KeyLocks:
-    """One holder per job id in this process, so a duplicate waits and then finds the manifest."""
+    """One holder per job id in this process, so a duplicate waits and then finds the manifest.
+
+    A condition, not a lock per id: nothing is locked while the holder synthesizes or writes."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, list[Any]] = {}
-        self._guard = threading.Lock()
+        self._held: set[str] = set()
+        self._changed = threading.Condition()
 
     @contextmanager
     def hold(self, key: str) -> Iterator[None]:
-        with self._guard:
-            entry = self._locks.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
+        with self._changed:
+            self._changed.wait_for(lambda: key not in self._held)
+            self._held.add(key)
         try:
-            with entry[0]:
-                yield
+            yield
         finally:
-            with self._guard:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    del self._locks[key]
+            with self._changed:
+                self._held.discard(key)
+                self._changed.notify_all()
+
+
+class ManifestContended(Exception):
+    """Other writers changed the manifest under every swap this worker tried: try later."""
+
+
+class Verdict(Enum):
+    """What an existing manifest means for the job in hand (DESIGN §3.3)."""
+
+    NEW = "no manifest yet"
+    DONE = "done: its manifest was made from this request"
+    SUPERSEDED = "superseded: a later submit of this id is done"
+    REPLACE = "edited: its manifest was made from another request"
+
+
+@dataclass(frozen=True)
+class Stored:
+    """outputs/<id>.json as read: its ETag (the swap's condition), bytes and content."""
+
+    etag: str
+    body: bytes
+    manifest: Manifest | None  # None: not a readable manifest (made from another request)
+
+
+class Poll:
+    """One ReceiveMessage in its own thread, so a SIGTERM need not wait for a long poll.
+
+    Whoever comes second handles the messages: the loop takes them if the call returned before
+    the loop gave up on it (`abandon`); otherwise the poll thread releases them itself at once
+    (visibility 0), so a message received after the stop is not hidden for the timeout."""
+
+    def __init__(self, receive: Any, release_late: Any) -> None:
+        self.receive, self.release_late = receive, release_late
+        self.done = threading.Event()
+        self.messages: list[dict[str, Any]] = []
+        self.error: Exception | None = None
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self.thread = threading.Thread(target=self._run, name="poll", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            messages = list(self.receive())
+        except Exception as error:  # reported by the loop; a poll must always end as done
+            messages, self.error = [], error
+        with self._lock:
+            self.messages, late = messages, self._abandoned
+            self.done.set()
+        if late and messages:
+            self.release_late(messages)
+
+    def abandon(self) -> bool:
+        """True when the loop may walk away: the messages, if any come, are released."""
+        with self._lock:
+            self._abandoned = not self.done.is_set()
+            return self._abandoned
 
 
 def sqs_text(text: str, max_bytes: int) -> str:
@@ -91,6 +161,21 @@ def backoff_seconds(receive_count: int, base: float, cap: float) -> int:
     growth = 2.0 ** max(0, receive_count - 1)  # a float power: int ** int types as Any
     delay = min(cap, base * growth, float(MAX_VISIBILITY_SECONDS))
     return max(0, round(delay))
+
+
+def poll_wait_seconds(settings: Settings) -> int:
+    """The long poll's wait: at most half the stop budget, so a poll under way at SIGTERM
+    returns (and its messages are released) well inside it."""
+    return max(0, min(settings.wait_time_seconds, int(settings.stop_timeout_seconds // 2)))
+
+
+def sent_ms(task: Task) -> int | None:
+    sent = task.message.get("Attributes", {}).get("SentTimestamp")
+    return int(sent) if sent else None
+
+
+def error_code(error: Exception) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
 
 
 class Worker:
@@ -115,9 +200,13 @@ class Worker:
         self.ids = KeyLocks()
         self.max_receive_count: int | None = None
         self.stop_requested = threading.Event()
-        # Held by the heartbeat while it picks and extends tasks, and by every release while it
-        # marks a task settled and sets its visibility: a tick never re-hides a released message.
-        self.visibility_lock = threading.Lock()
+        self.visibility = Visibility(sqs, settings.queue_url)
+        self.poll_wait = poll_wait_seconds(settings)
+        self._poll: Poll | None = None
+        # Manifest bodies whose PUT raised (its answer lost, or a retry's 412): one that is
+        # found stored later was this worker's write, and is counted as its completion then.
+        self._unconfirmed: dict[str, bytes] = {}
+        self._unconfirmed_lock = threading.Lock()
         self._stop_time = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -131,21 +220,17 @@ class Worker:
     def run(self) -> int:
         self.max_receive_count = self._read_max_receive_count()
         heartbeat = Heartbeat(
-            self.sqs,
-            self.s.queue_url,
-            self.inflight,
-            self.s.heartbeat_seconds,
-            self.s.visibility_timeout,
-            lock=self.visibility_lock,
+            self.visibility, self.inflight, self.s.heartbeat_seconds, self.s.visibility_timeout
         )
         heartbeat.start()
         renewal = Renewal(self.protection, self.s.protection_tick_seconds)
         renewal.start()
         log.info(
-            "polling %s: %d synthesis slots, up to %d messages held",
+            "polling %s: %d synthesis slots, up to %d messages held, %ds long poll",
             self.s.queue_url,
             self.s.concurrency,
             self.inflight.capacity,
+            self.poll_wait,
         )
         try:
             while not self.stop_requested.is_set():
@@ -171,68 +256,78 @@ class Worker:
     def _poll_once(self) -> None:
         if not self.inflight.wait_free(timeout=0.5):
             return
-        wanted = min(MAX_BATCH_ENTRIES, self.inflight.free())
-        try:
-            messages = self.sqs.receive_message(
-                QueueUrl=self.s.queue_url,
-                MaxNumberOfMessages=wanted,
-                WaitTimeSeconds=self.s.wait_time_seconds,
-                VisibilityTimeout=self.s.visibility_timeout,
-                # AttributeNames (deprecated for MessageSystemAttributeNames) works with every
-                # boto3 that requirements.txt allows, and with the older ones too.
-                AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
-                MessageAttributeNames=["All"],
-            ).get("Messages", [])
-        except STORAGE_ERRORS as error:
-            log.warning("receive failed: %r", error)
-            self.stop_requested.wait(1.0)
+        messages = self._receive(min(MAX_BATCH_ENTRIES, self.inflight.free()))
+        if messages is None:  # the stop came during the poll: its thread releases them
             return
         tasks = [Task(message) for message in messages]
         if self.stop_requested.is_set():
-            change_visibility(self.sqs, self.s.queue_url, tasks, 0)
+            self._release_late(messages)
             return
         if not tasks:
             if not len(self.inflight):
                 self.protection.idle()
+            if not self.poll_wait:  # short polls: do not spin on an empty queue
+                self.stop_requested.wait(1.0)
             return
         self.protection.busy()  # before any work starts, so ECS cannot stop us mid-job
         for task in tasks:
             self.inflight.add(task)
             threading.Thread(target=self._run_task, args=(task,), daemon=True).start()
 
+    def _receive(self, wanted: int) -> list[dict[str, Any]] | None:
+        """The messages of one poll; None when a stop came first (the loop walks away)."""
+
+        def receive() -> list[dict[str, Any]]:
+            answer = self.sqs.receive_message(
+                QueueUrl=self.s.queue_url,
+                MaxNumberOfMessages=wanted,
+                WaitTimeSeconds=self.poll_wait,
+                VisibilityTimeout=self.s.visibility_timeout,
+                # AttributeNames (deprecated for MessageSystemAttributeNames) works with every
+                # boto3 that requirements.txt allows, and with the older ones too.
+                AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+                MessageAttributeNames=["All"],
+            )
+            return list(answer.get("Messages", []))
+
+        poll = self._poll = Poll(receive, self._release_late)
+        poll.thread.start()
+        while not poll.done.wait(0.1):
+            if self.stop_requested.is_set() and poll.abandon():
+                return None
+        if poll.error is not None:
+            log.warning("receive failed: %r", poll.error)
+            self.stop_requested.wait(1.0)
+        return poll.messages
+
+    def _release_late(self, messages: list[dict[str, Any]]) -> None:
+        released = change_visibility(self.sqs, self.s.queue_url, [Task(m) for m in messages], 0)
+        log.info("released %d message(s) received after the stop", released)
+
     def _drain(self, heartbeat: Heartbeat) -> None:
         end = self._stop_time + self.s.stop_timeout_seconds
         margin = min(5.0, self.s.stop_timeout_seconds * 0.2)  # left for releasing the rest
         self.inflight.wait_empty(end - margin - time.monotonic())  # jobs still kept invisible
         heartbeat.stop()
-        heartbeat.join(max(0.0, end - time.monotonic()))
         leftovers = self.inflight.snapshot()
-        # A job thread holds its task's lock while it writes to S3: abandon (and release) every
-        # task whose lock is free now, then wait for the writers only as long as the stop allows.
-        busy = [task for task in leftovers if not self._abandon(task, 0.0)]
+        # A job thread marks its S3 writes (Task.writing): abandon (and release) every task not
+        # writing now, then wait for the writers only as long as the stop allows.
+        busy = [task for task in leftovers if not task.abandon(0.0)]
         self._release_abandoned([task for task in leftovers if task not in busy])
-        late = [task for task in busy if self._abandon(task, end - time.monotonic())]
+        late = [task for task in busy if task.abandon(end - time.monotonic())]
         self._release_abandoned(late)
         if len(late) < len(busy):
             log.warning("%d job(s) still writing at the stop timeout", len(busy) - len(late))
-
-    @staticmethod
-    def _abandon(task: Task, timeout: float) -> bool:
-        """Marks the task abandoned (its thread then writes nothing more) if its lock comes."""
-        if not (task.lock.acquire(timeout=timeout) if timeout > 0 else task.lock.acquire(False)):
-            return False
-        task.abandoned = True
-        task.lock.release()
-        return True
+        # Within the stop budget: a poll given up on at the stop releases what it gets, and a
+        # tick whose extension overlapped a release sends that release again.
+        if self._poll is not None:
+            self._poll.thread.join(max(0.0, end - time.monotonic()))
+        heartbeat.join(max(0.0, end - time.monotonic()))
 
     def _release_abandoned(self, tasks: list[Task]) -> None:
-        with self.visibility_lock:
-            unsettled = [task for task in tasks if not task.settled]
-            for task in unsettled:
-                task.settled = True
-            if unsettled:
-                released = change_visibility(self.sqs, self.s.queue_url, unsettled, 0)
-                log.info("released %d unfinished job(s) for other workers", released)
+        if tasks:
+            released = self.visibility.release(tasks, 0, unsettled_only=True)
+            log.info("released %d unfinished job(s) for other workers", released)
 
     # ---- one message -----------------------------------------------------------------
 
@@ -260,15 +355,19 @@ class Worker:
 
     def _process_job(self, task: Task, job: Job) -> None:
         try:
-            if self._manifest_exists(job.job_id):
-                log.info("job %s already done: deleting the duplicate message", job.job_id)
-                self._delete(task)
+            stored = self._read_manifest(job.job_id)
+            verdict = self._verdict(task, job, stored)
+            if verdict in (Verdict.DONE, Verdict.SUPERSEDED):
+                with task.writing() as allowed:
+                    if allowed:
+                        self._settle(task, job, stored, verdict)
                 return
             if not self._acquire_slot():
                 self._release(task, "stopping before it started", delay=0)
                 return
             try:
-                log.info("job %s started (receive %d)", job.job_id, task.receive_count)
+                what = "started" if verdict is Verdict.NEW else "started again (edited)"
+                log.info("job %s %s (receive %d)", job.job_id, what, task.receive_count)
                 started = time.monotonic()
                 speech = self.speech.synthesize(job)
                 synth_s = time.monotonic() - started
@@ -276,11 +375,11 @@ class Worker:
                 self.slots.release()
             self._complete(task, job, speech, synth_s)
         except PermanentSpeechError as error:
-            self._fail(task, "rejected by the speech server", str(error))
+            self._fail(task, "rejected by the speech server", str(error), job)
         except TransientSpeechError as error:
-            self._retry_later(task, str(error))
-        except STORAGE_ERRORS as error:
-            self._retry_later(task, f"storage error: {error}")
+            self._retry_later(task, str(error), job)
+        except (*STORAGE_ERRORS, ManifestContended) as error:
+            self._retry_later(task, f"storage error: {error}", job)
 
     def _acquire_slot(self) -> bool:
         """A synthesis slot, unless a stop comes first (then the job is not started)."""
@@ -292,23 +391,63 @@ class Worker:
             return False
         return True
 
-    def _manifest_exists(self, job_id: str) -> bool:
+    # ---- the manifest: read, judged, swapped -------------------------------------------
+
+    def _read_manifest(self, job_id: str) -> Stored | None:
         try:
-            self.s3.head_object(
+            answer = self.s3.get_object(
                 Bucket=self.s.output_bucket, Key=manifest_key(job_id, self.s.output_prefix)
             )
-            return True
+            body = answer["Body"].read()
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
+            if error_code(error) in NOT_FOUND:
+                return None
             raise
+        try:
+            manifest: Manifest | None = Manifest.model_validate_json(body)
+        except ValidationError:
+            manifest = None
+        return Stored(str(answer["ETag"]), body, manifest)
+
+    def _verdict(self, task: Task, job: Job, stored: Stored | None) -> Verdict:
+        if stored is None:
+            return Verdict.NEW
+        found = stored.manifest
+        if found is None:
+            return Verdict.REPLACE
+        if found.request_hash == job.request_hash(self.s.speech_model):
+            return Verdict.DONE
+        # Standard queues do not keep order: an older message of an edited job (a late
+        # duplicate, a redelivery) must not replace the output of the newer one.
+        mine = sent_ms(task)
+        if found.sent_at_ms is not None and mine is not None and found.sent_at_ms > mine:
+            return Verdict.SUPERSEDED
+        return Verdict.REPLACE
+
+    def _settle(self, task: Task, job: Job, stored: Stored | None, verdict: Verdict) -> None:
+        """Deletes the message of a job whose output exists; counts it if this worker wrote it
+        (a PUT whose answer was lost) and has not counted it yet. Called while writing."""
+        log.info("job %s %s: deleting the message", job.job_id, verdict.value)
+        self._delete(task)
+        body = stored.body if stored is not None else b""
+        if self._claim_unconfirmed(job.job_id, body) and stored and stored.manifest:
+            self._count(stored.manifest)
+
+    def _claim_unconfirmed(self, job_id: str, body: bytes) -> bool:
+        """Whether `body` is this worker's uncounted write; forgets the job either way."""
+        with self._unconfirmed_lock:
+            return self._unconfirmed.pop(job_id, None) == body
+
+    def _remember_unconfirmed(self, job_id: str, body: bytes) -> None:
+        with self._unconfirmed_lock:
+            self._unconfirmed[job_id] = body
 
     def _complete(self, task: Task, job: Job, speech: Speech, synth_s: float) -> None:
         queue_wait = task.received_at - self._sent_at(task)
         manifest = Manifest(
             id=job.job_id,
             request=job.request(),
-            audio_key=audio_key(job.job_id, job.format, self.s.output_prefix),
+            audio_key="",  # set where the audio is written
             duration_s=speech.duration_s,
             sample_rate=speech.sample_rate,
             model=self.s.speech_model,
@@ -319,53 +458,99 @@ class Worker:
             pieces=speech.pieces,
             worker=self.s.worker_id,
             finished_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            request_hash=job.request_hash(self.s.speech_model),
+            sent_at_ms=sent_ms(task),
         )
-        with task.lock:
-            if task.abandoned or not self._store(task, job, speech.audio, manifest):
-                return
-        log.info("job %s done: %.2fs audio in %.2fs", job.job_id, speech.duration_s or 0, synth_s)
+        with task.writing() as allowed:
+            written = allowed and self._store(task, job, speech.audio, manifest)
+        if written:
+            self._count(written)
+
+    def _count(self, manifest: Manifest) -> None:
+        log.info(
+            "job %s done: %.2fs audio in %.2fs",
+            manifest.id,
+            manifest.duration_s or 0,
+            manifest.synth_s,
+        )
         self.metrics.completed(
-            synth_s, speech.duration_s, queue_wait, job_id=job.job_id, worker=self.s.worker_id
+            manifest.synth_s,
+            manifest.duration_s,
+            manifest.queue_wait_s,
+            job_id=manifest.id,
+            worker=self.s.worker_id,
         )
 
-    def _store(self, task: Task, job: Job, audio: bytes, manifest: Manifest) -> bool:
-        """Audio, then the manifest, then delete; False when another worker got there first.
+    def _store(self, task: Task, job: Job, audio: bytes, manifest: Manifest) -> Manifest | None:
+        """Audio, then the manifest, then delete; the manifest written, or None when there is
+        nothing (more) for this worker to write.
 
-        Guaranteed, across workers: at most one manifest PUT per job id ever succeeds (the
-        conditional PUT; a second gets 412 and only deletes its message), and no worker
-        starts an audio PUT after it can see the manifest. Not guaranteed: two workers that
-        both re-check before either manifest exists both PUT the audio (same key, same
-        request), so the audio can be written twice and the manifest's figures describe the
-        winner's synthesis. A 412 after our own PUT's lost answer was retried also lands here,
-        and deleting is then right too: the manifest exists.
+        Guaranteed, across workers: a manifest is only ever written conditionally, on "no
+        manifest" (If-None-Match) or on the ETag of the one this worker judged (If-Match), so
+        of two workers only one write of what they both read succeeds, and a manifest always
+        points at audio of its own request: a first synthesis writes outputs/<id>.<fmt> only
+        if nothing is there, a re-made one writes a key of its own (<id>.<hash>.<fmt>) before
+        the swap. Not guaranteed: two workers that both pass the check write the audio twice
+        (the loser's copy of a re-made job stays, unreferenced), and the manifest's figures
+        describe the winner's synthesis.
         """
-        if self._manifest_exists(job.job_id):
-            log.info("job %s finished by another worker meanwhile: deleting", job.job_id)
-            self._delete(task)
-            return False
-        self._put(manifest.audio_key, audio, CONTENT_TYPES[job.format])
+        for _ in range(MAX_SWAPS):
+            stored = self._read_manifest(job.job_id)
+            verdict = self._verdict(task, job, stored)
+            if verdict in (Verdict.DONE, Verdict.SUPERSEDED):
+                self._settle(task, job, stored, verdict)
+                return None
+            key = self._put_audio(job, audio, replacing=stored is not None)
+            final = manifest.model_copy(update={"audio_key": key})
+            if self._swap_manifest(job.job_id, final.to_json(), stored):
+                self._delete(task)
+                return final
+        raise ManifestContended(f"manifest of {job.job_id} changed under {MAX_SWAPS} swaps")
+
+    def _put_audio(self, job: Job, audio: bytes, replacing: bool) -> str:
+        """The audio's key: outputs/<id>.<fmt> if it is still free, else a key of its own."""
+        content_type = CONTENT_TYPES[job.format]
+        if not replacing:
+            first = audio_key(job.job_id, job.format, self.s.output_prefix)
+            try:
+                self._put(first, audio, content_type, IfNoneMatch="*")
+                return first
+            except ClientError as error:
+                if error_code(error) not in PRECONDITION_FAILED:
+                    raise
+        version = job.request_hash(self.s.speech_model)
+        key = audio_key(job.job_id, job.format, self.s.output_prefix, version)
+        self._put(key, audio, content_type)
+        return key
+
+    def _swap_manifest(self, job_id: str, body: bytes, stored: Stored | None) -> bool:
+        """Writes the manifest on the condition it was judged on; False if another writer
+        changed it first. A 412 on a PUT whose own earlier try landed (its answer lost) finds
+        this very body stored: that is this worker's success."""
+        condition = {"IfMatch": stored.etag} if stored else {"IfNoneMatch": "*"}
+        key = manifest_key(job_id, self.s.output_prefix)
         try:
-            self._put(
-                manifest_key(job.job_id, self.s.output_prefix),
-                manifest.to_json(),
-                "application/json",
-                only_if_new=True,
-            )
+            self._put(key, body, "application/json", **condition)
+            return True
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") not in PRECONDITION_FAILED:
+            if error_code(error) not in (*PRECONDITION_FAILED, *NOT_FOUND):
+                self._remember_unconfirmed(job_id, body)
                 raise
-            log.info("job %s manifest written by another worker first: deleting", job.job_id)
-            self._delete(task)
-            return False
-        self._delete(task)
-        return True
+        except BotoCoreError:
+            self._remember_unconfirmed(job_id, body)
+            raise
+        now = self._read_manifest(job_id)
+        if now is not None and now.body == body:
+            log.info("job %s manifest: a retried PUT found its own write", job_id)
+            return True
+        log.info("job %s manifest changed by another worker first: judging again", job_id)
+        return False
 
     def _sent_at(self, task: Task) -> float:
-        sent_ms = task.message.get("Attributes", {}).get("SentTimestamp")
-        return int(sent_ms) / 1000 if sent_ms else task.received_at
+        sent = sent_ms(task)
+        return sent / 1000 if sent else task.received_at
 
-    def _put(self, key: str, body: bytes, content_type: str, only_if_new: bool = False) -> None:
-        condition = {"IfNoneMatch": "*"} if only_if_new else {}
+    def _put(self, key: str, body: bytes, content_type: str, **condition: str) -> None:
         self.s3.put_object(
             Bucket=self.s.output_bucket, Key=key, Body=body, ContentType=content_type, **condition
         )
@@ -379,8 +564,10 @@ class Worker:
 
     # ---- failures --------------------------------------------------------------------
 
-    def _fail(self, task: Task, error: str, detail: str) -> None:
-        """Permanent: failure record, a copy in the DLQ with the reason, then delete."""
+    def _fail(self, task: Task, error: str, detail: str, job: Job | None = None) -> None:
+        """Permanent: failure record, a copy in the DLQ with the reason, then delete. A job
+        whose manifest turns out to be there (its write landed, the answer was lost; or a peer
+        made it) is done instead."""
         job_id = task.job_id or task.message["MessageId"]
         record = FailureRecord(
             id=job_id,
@@ -390,51 +577,69 @@ class Worker:
             message_id=task.message["MessageId"],
             worker=self.s.worker_id,
             failed_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            request_digest=job.digest() if job is not None else None,
         )
         reason = sqs_text(f"{error}: {detail}", MAX_ERROR_ATTRIBUTE_BYTES)
         try:
-            with task.lock:
-                if task.abandoned:
+            with task.writing() as allowed:
+                if not allowed or (job is not None and self._done_after_all(task, job)):
                     return
-                self._put(
-                    failure_key(job_id, self.s.output_prefix),
-                    record.to_json(),
-                    "application/json",
-                )
-                self.sqs.send_message(
-                    QueueUrl=self.s.dlq_url,
-                    MessageBody=task.message["Body"],
-                    MessageAttributes={
-                        DLQ_ERROR_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
-                        DLQ_JOB_ID_ATTRIBUTE: {
-                            "DataType": "String",
-                            "StringValue": sqs_text(job_id, MAX_ERROR_ATTRIBUTE_BYTES),
-                        },
-                    },
-                )
-                self._delete(task)
+                self._record_failure(task, job_id, record, reason)
         except STORAGE_ERRORS as storage_error:
             self._release(task, f"could not record failure ({storage_error!r})")
             return
         log.warning("job %s failed permanently: %s", job_id, reason)
         self.metrics.failed(job_id=job_id, worker=self.s.worker_id, error=error)
 
-    def _retry_later(self, task: Task, reason: str) -> None:
+    def _done_after_all(self, task: Task, job: Job) -> bool:
+        """The manifest checked again before giving up on a job: found made from this request
+        (or a later one), the job is done and its message deleted. Called while writing."""
+        stored = self._read_manifest(job.job_id)
+        verdict = self._verdict(task, job, stored)
+        if verdict not in (Verdict.DONE, Verdict.SUPERSEDED):
+            return False
+        self._settle(task, job, stored, verdict)
+        return True
+
+    def _record_failure(self, task: Task, job_id: str, record: FailureRecord, reason: str) -> None:
+        self._put(failure_key(job_id, self.s.output_prefix), record.to_json(), "application/json")
+        self.sqs.send_message(
+            QueueUrl=self.s.dlq_url,
+            MessageBody=task.message["Body"],
+            MessageAttributes={
+                DLQ_ERROR_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
+                DLQ_JOB_ID_ATTRIBUTE: {
+                    "DataType": "String",
+                    "StringValue": sqs_text(job_id, MAX_ERROR_ATTRIBUTE_BYTES),
+                },
+            },
+        )
+        self._delete(task)
+
+    def _retry_later(self, task: Task, reason: str, job: Job | None = None) -> None:
         limit = self.max_receive_count
         if limit is not None and task.receive_count >= limit:
-            self._fail(task, f"transient failures on all {limit} receives", reason)
-        else:
-            self._release(task, reason)
+            self._fail(task, f"transient failures on all {limit} receives", reason, job)
+            return
+        if job is not None and job.job_id in self._unconfirmed and self._landed(task, job):
+            return
+        self._release(task, reason)
+
+    def _landed(self, task: Task, job: Job) -> bool:
+        """After a manifest PUT raised: whether it landed after all (then the job is done)."""
+        try:
+            with task.writing() as allowed:
+                return allowed and self._done_after_all(task, job)
+        except STORAGE_ERRORS as error:
+            log.warning("job %s: manifest not readable (%r)", job.job_id, error)
+            return False
 
     def _release(self, task: Task, reason: str, delay: int | None = None) -> None:
         if delay is None:
             delay = backoff_seconds(
                 task.receive_count, self.s.retry_base_seconds, self.s.retry_max_seconds
             )
-        with self.visibility_lock:
-            task.settled = True
-            if not task.abandoned:
-                change_visibility(self.sqs, self.s.queue_url, [task], delay)
+        self.visibility.release([task], delay)
         log.warning(
             "job %s released for %ds after receive %d: %s",
             task.job_id,

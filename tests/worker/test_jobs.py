@@ -11,6 +11,7 @@ import pytest
 
 from tests.lib.procs import ROOT
 from worker.jobs import (
+    CUSTOM_VOICE_SPEAKERS,
     FailureRecord,
     InvalidJob,
     Job,
@@ -20,6 +21,7 @@ from worker.jobs import (
     failure_key,
     manifest_key,
     parse_job,
+    validate_job,
 )
 
 
@@ -28,7 +30,7 @@ def test_only_text_is_required_and_defaults_apply() -> None:
     assert job.request() == {
         "text": "Hello.",
         "voice": "Vivian",
-        "language": "English",
+        "language": "Auto",  # vLLM-Omni's default: the model tells the language by the text
         "instructions": "",
         "format": "wav",
         "speed": 1.0,
@@ -57,6 +59,9 @@ def test_derived_id_is_the_sha256_of_the_canonical_request() -> None:
         ('{"id": "ok", "text": "x", "speed": 5}', "speed: Input should be less", "ok"),
         ('{"id": "ok", "text": "x", "extra": 1}', "extra: unknown field", "ok"),
         ('{"id": "ok", "text": "' + "x" * 11 + '"}', "more than the limit of 10", "ok"),
+        ('{"id": "ok", "text": "x", "language": "Klingon"}', "unknown language 'Klingon'", "ok"),
+        ('{"id": "ok", "text": "x", "instructions": "' + "y" * 501 + '"}', "at most 500", "ok"),
+        ('{"id": "ok", "text": "x", "speed": 0.2}', "speed: Input should be greater", "ok"),
     ],
 )
 def test_invalid_jobs_say_why(body: str, reason: str, job_id: str | None) -> None:
@@ -64,6 +69,38 @@ def test_invalid_jobs_say_why(body: str, reason: str, job_id: str | None) -> Non
         parse_job(body, max_text_chars=10)
     assert reason in error.value.reason
     assert error.value.job_id == job_id
+
+
+def test_language_is_title_cased_like_the_server_and_instructions_stop_at_500() -> None:
+    assert Job(text="x", language="chinese").language == "Chinese"
+    assert Job(text="x", language="chinese").job_id == Job(text="x", language="Chinese").job_id
+    assert len(Job(text="x", instructions="y" * 500).instructions) == 500
+
+
+def test_voices_are_checked_only_when_the_caller_names_them() -> None:
+    assert validate_job({"text": "x", "voice": "Bob"}).voice == "Bob"  # the worker's server
+    assert validate_job({"text": "x", "voice": "ryan"}, voices=CUSTOM_VOICE_SPEAKERS).voice
+    with pytest.raises(InvalidJob, match="unknown voice 'Bob'"):
+        validate_job({"text": "x", "voice": "Bob"}, voices=CUSTOM_VOICE_SPEAKERS)
+
+
+def test_request_hash_covers_every_field_and_the_model() -> None:
+    base = Job(id="a", text="Hello.")
+    hashes = {base.request_hash("m1"), base.request_hash("m2")}
+    for change in ({"text": "Hello!"}, {"voice": "Ryan"}, {"language": "English"},
+                   {"instructions": "Calm."}, {"format": "mp3"}, {"speed": 1.5}):  # fmt: skip
+        hashes.add(base.model_copy(update=change).request_hash("m1"))
+    assert len(hashes) == 8
+    assert Job(id="b", text="Hello.").request_hash("m1") == base.request_hash("m1")  # not the id
+    assert base.digest()[:32] == derive_id(base.request())
+
+
+def test_a_manifest_knows_the_request_it_was_made_from() -> None:
+    job = Job(id="a", text="Hello.")
+    made = Manifest.model_validate({**MANIFEST_BEFORE, "request_hash": job.request_hash("m")})
+    assert not made.made_from(job.digest())  # MANIFEST_BEFORE's model is not "m"
+    assert made.model_copy(update={"model": "m"}).made_from(job.digest())
+    assert not Manifest.model_validate(MANIFEST_BEFORE).made_from(job.digest())  # no hash: old
 
 
 def test_every_format_is_accepted() -> None:
@@ -77,6 +114,7 @@ def test_every_format_is_accepted() -> None:
 
 def test_output_keys() -> None:
     assert audio_key("a1", "wav") == "outputs/a1.wav"
+    assert audio_key("a1", "wav", "", "0123456789abcdef0123") == "outputs/a1.0123456789abcdef.wav"
     assert manifest_key("a1") == "outputs/a1.json"
     assert failure_key("a1") == "failures/a1.json"
     assert audio_key("a1", "mp3", "team/") == "team/outputs/a1.mp3"
@@ -129,8 +167,13 @@ FAILURE_BEFORE = {
 def test_records_keep_the_json_workers_already_wrote(
     model: type[Manifest | FailureRecord], before: dict
 ) -> None:
+    # The fields added since (request_hash, sent_at_ms; request_digest) come last, None.
     body = json.dumps(before, ensure_ascii=False).encode()
-    assert model.model_validate_json(body).to_json() == body
+    written = json.loads(model.model_validate_json(body).to_json())
+    added = list(written)[len(before) :]
+    assert list(written)[: len(before)] == list(before)
+    assert {key: written[key] for key in before} == before
+    assert added and all(written[key] is None for key in added)
 
 
 def test_records_ignore_a_field_a_newer_worker_adds() -> None:
