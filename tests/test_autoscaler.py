@@ -144,4 +144,4 @@ def test_nothing_outside_the_spec_drives_the_alarm_model() -> None:
         for path in sorted((ROOT / "tts_fleet").rglob("*.py"))
         if "Autoscaler(" in path.read_text(encoding="utf-8") and "spec" not in path.parts
     ]
-    assert drivers == ["tts_fleet/local/scaler.py", "tts_fleet/sim/engine.py"]
+    assert drivers == ["tts_fleet/local/scaler.py", "tts_fleet/sim/scalers.py"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,16 +79,84 @@ def test_never_cancels_a_launch_while_work_waits() -> None:
     assert decision.desired >= 5
 
 
+def short_gaps_state() -> ControllerState:
+    """A state that has seen work come back after three 2-minute lulls (no rate estimate:
+    the samples are too far apart to tell arrivals from completions)."""
+    samples = []
+    for start in (0, 200, 400):
+        samples += [obs(start, visible=1, running=1), obs(start + 10, running=1)]
+        samples.append(obs(start + 130, visible=1, running=1))
+    return run(PARAMS, samples)[-1].state
+
+
 def test_empty_queue_keeps_one_warm_worker_and_releases_the_rest() -> None:
-    decision = decide(PARAMS, ControllerState(), obs(0, running=12))
+    decision = decide(PARAMS, short_gaps_state(), obs(540, running=12))
     assert decision.desired == 1
     assert decision.reason == "warm-one"
 
 
-def test_releases_the_last_worker_by_idle_minutes() -> None:
-    decisions = run(PARAMS, [obs(t, running=1) for t in range(0, 301, 10)])
-    assert decisions[-1].desired == 0
+def test_the_warm_worker_goes_after_idle_minutes() -> None:
+    state = short_gaps_state()
+    decisions = []
+    for t in range(540, 540 + PARAMS.idle_minutes * 60 + 11, 10):
+        decision = decide(PARAMS, state, obs(t, running=1))
+        state = decision.state
+        decisions.append(decision)
     assert decisions[0].desired == 1
+    assert decisions[-1].desired == 0 and decisions[-1].reason == "idle-release"
+
+
+def test_long_gaps_release_at_once() -> None:
+    """Work came back only after hours: a warm worker would have idled for nothing."""
+    samples = []
+    for start in (0, 4 * 3600, 8 * 3600):
+        samples += [obs(start, visible=1, running=1), obs(start + 10, running=1)]
+    samples.append(obs(12 * 3600, visible=1, running=1))
+    state = run(PARAMS, samples)[-1].state
+    assert decide(PARAMS, state, obs(12 * 3600 + 10, running=1)).desired == 0
+
+
+def test_with_no_gap_seen_the_last_worker_goes_at_once() -> None:
+    """No history: its host lingers hostIdleSeconds, so a short gap still restarts warm."""
+    assert decide(PARAMS, ControllerState(), obs(0, running=12)).desired == 0
+
+
+def test_kappa_limits_cold_gpus_for_a_small_backlog() -> None:
+    """100 jobs × 2 s is 200 GPU-seconds: κ 0.5 of a 630-s cold start is 315 s, so one
+    worker; κ 0.12 (76 s) is worth two more."""
+    strict = ControllerParams(**{**PARAMS.__dict__, "cold_start_work": 0.5})
+    loose = ControllerParams(**{**PARAMS.__dict__, "cold_start_work": 0.12})
+    assert decide(strict, ControllerState(), obs(0, visible=100)).desired == 1
+    assert decide(loose, ControllerState(), obs(0, visible=100)).desired == 2
+    zero = ControllerParams(**{**PARAMS.__dict__, "cold_start_work": 0.0})
+    assert decide(zero, ControllerState(), obs(0, visible=100)).desired == 13  # the bands
+
+
+def test_a_big_backlog_starts_every_gpu_at_once() -> None:
+    assert decide(PARAMS, ControllerState(), obs(0, visible=10_000)).desired == 20
+
+
+def test_launches_under_way_count_as_capacity() -> None:
+    """20 jobs, 1 worker launched 600 s ago: it clears them before a new one could boot."""
+    state = decide(PARAMS, ControllerState(), obs(0, visible=400)).state
+    assert (
+        decide(PARAMS, state, obs(0, visible=400)).desired
+        == decide(PARAMS, ControllerState(), obs(0, visible=400)).desired
+    )  # the same sample twice asks for no more
+    launched = ControllerState(launches=(0.0,))
+    assert decide(PARAMS, launched, obs(600, visible=20, pending=1)).desired == 1
+
+
+def test_steady_load_holds_a_rate_floor_through_empty_moments() -> None:
+    """One job per second at 2 s each needs at least 3 workers (85 % busy at most): an empty
+    sample between jobs does not release them."""
+    state = ControllerState()
+    for i in range(40):
+        # Two of three workers busy complete 10 jobs per 10 s and outstanding holds at 2:
+        # 10 arrivals per 10 s.
+        state = decide(PARAMS, state, obs(i * 10.0, visible=0, in_flight=2, running=3)).state
+    assert state.rate == pytest.approx(1.0, rel=0.3)
+    assert decide(PARAMS, state, obs(400.0, running=3)).desired >= 3
 
 
 def test_min_workers_are_kept_when_idle() -> None:
@@ -129,6 +198,11 @@ def test_desired_stays_within_bounds_and_keeps_busy_and_launching_workers(
             busy = min(running, in_flight)
             # Never below what is busy or launching while work is outstanding.
             assert decision.desired >= min(params.max_workers, max(busy, running + pending))
+        if o.outstanding and running + pending == 0:
+            assert decision.desired >= 1  # waiting work always gets a worker
+        if not o.outstanding:
+            # An empty queue never asks for more than it has, beyond minWorkers/the floor.
+            assert decision.desired <= max(min_workers, running + pending, decision.state.floor)
         assert ControllerState.from_json(json.loads(json.dumps(decision.state.to_json()))) == (
             decision.state
         )

@@ -69,33 +69,26 @@ def _sparse_seed(offset_s: float = 0.0) -> tuple[list[float], dict]:
 
 
 def test_sparse_seed_cannot_give_every_job_a_full_cold_start() -> None:
-    """sparse:7:8 with the seed. The issue expected a full cold start per job (p50 ≥ 12 min).
-    That cannot hold: a cold start (≈13 min) is longer than the 7-minute gap, so the next job
-    always arrives during one and shares it, and the one after finds the worker warm.
+    """sparse:7:8 with the seed. A cold start (≈13 min) is longer than the 7-minute gap, so
+    the next job always arrives during one and shares it, and the one after finds the
+    worker warm: a 21-minute cycle of a full cold start, a shared one and a warm job.
 
-    The 7-minute gap is also exactly the idle alarm's reaction (the job's minute, 5 empty
-    minutes, 1 minute of publishing lag), so the fleet scales in at the very instant a job
-    arrives. That job reaches the still-running worker (AAS and ECS take seconds to stop a
-    task, a long poll takes milliseconds) and is served in 2 s; its datapoint, published 2
-    minutes later, launches a host no job needs; 5 minutes later the idle alarm (it cannot
-    see the next job yet) cancels that launch as the next job arrives, which then pays a full
-    cold start, and the job after shares it. A 28-minute cycle: 2 s, ≈12.5 min, ≈5.5 min,
-    2 s, so p50 = 2 s, p95 ≈ 13 min; and a phantom host per cycle, billed while it boots.
+    (Until issue #13 the simulator's seed counted visible + in-flight messages, and a job
+    taken by the worker at the idle alarm's instant launched a "phantom" host no job
+    needed. The seed's alarms count visible messages only, and a job a long-polling worker
+    takes at once is never visible: no phantom launches; see the test after next.)
     """
     latencies, summary = _sparse_seed()
     assert latencies[0] >= 12 * 60  # the first job: a full cold start
-    assert summary["latency_s"]["p50"] == JOB_S  # half the jobs find a warm worker
+    assert 4 * 60 <= summary["latency_s"]["p50"] < 12 * 60  # the shared wait
     assert summary["latency_s"]["p95"] >= 12 * 60
     longest = ALARM_S + SEED_PROFILE.cold_task_s + SEED_PROFILE.host_provisioning_jitter_s / 2
     assert summary["latency_s"]["max"] <= longest + 2 * JOB_S  # never two starts in a row
     assert all(x == JOB_S or x >= 4 * 60 for x in latencies)  # warm, or waits for a host
-    full = sum(1 for x in latencies if x >= 12 * 60)
-    assert len(latencies) / 6 <= full <= summary["cold_starts"]
+    assert sum(1 for x in latencies if x == JOB_S) >= len(latencies) / 4
     assert summary["warm_starts"] == 0  # the sample keeps no host for reuse
-    # The phantom launches: cancelled while pending, never counted as starts, still billed.
-    assert summary["cancelled_starts"] >= len(latencies) / 5
-    assert summary["cold_starts"] < summary["hosts_launched"]
-    assert summary["hosts_launched"] <= summary["cold_starts"] + summary["cancelled_starts"]
+    assert summary["cancelled_starts"] == 0
+    assert summary["hosts_launched"] == summary["cold_starts"]
 
 
 def test_sparse_seed_off_the_minute_waits_for_every_other_job() -> None:
@@ -196,7 +189,8 @@ def test_min_workers_is_an_always_on_fleet_billed_for_the_whole_trace() -> None:
 
 
 def test_a_launch_cancelled_while_provisioning_is_no_start_and_its_host_is_not_kept() -> None:
-    """The seed's first 28 minutes of sparse:7:8, minute by minute (times in min:s):
+    """The seed's one step on this project's alarms (outstanding = visible + in flight, which
+    sees a job the worker holds), the first 28 minutes of sparse:7:8 (times in min:s):
 
     - 21:00 the idle alarm fires as job 3 arrives; the worker takes it, stops at 21:02;
     - 23:00 minute 21's datapoint (job 3) is published: scale-out launches host 1 (23:10);
@@ -208,7 +202,8 @@ def test_a_launch_cancelled_while_provisioning_is_no_start_and_its_host_is_not_k
     The cancelled task never ran: it is neither a cold start nor a warm one.
     """
     trace = Trace("sparse-28m", tuple(420.0 * k for k in range(5)), 1680.0)
-    sim = Simulation(trace, SEED_PROFILE, seed_policy())
+    one_step = fleet_policy(Scaling(0, 1, 1, 5), host_idle_seconds=0, concurrency=1)
+    sim = Simulation(trace, SEED_PROFILE, one_step)
     finish, _, fleet, _ = sim.run()
     assert (fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts) == (2, 0, 1)
     assert len(fleet.hosts) == 3
@@ -225,6 +220,7 @@ SUMMARY_KEYS = {
     "cancelled_starts", "cold_starts", "drain_s", "first_result_s", "floor_usd",
     "gpu_instance_hours", "gpu_usd", "hosts_launched", "jobs", "latency_s", "period_s", "policy",
     "profile", "rates", "settings", "total_usd", "trace", "usd_per_1000_outputs", "warm_starts",
+    "killed_jobs",
 }  # fmt: skip
 
 

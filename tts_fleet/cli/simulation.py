@@ -22,12 +22,13 @@ from tts_fleet.cost.text import cost_table
 from tts_fleet.sim import text as sim_text
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import (
+    MODES,
     PROFILES,
     Batching,
     PolicySetup,
     Profile,
     fleet_policy,
-    seed_policy,
+    peer_policy,
 )
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file, stack_file
@@ -83,11 +84,41 @@ def stack_region(stack: str | None, project_dir: Path) -> str:
 
 
 def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> PolicySetup:
-    """`fleet`: the config's scaling; concurrency from a flag or stack, else the profile's."""
+    """`fleet`: what the stack deploys — scaling.controller's mode (`lambda`: the controller,
+    `alarms`: the step policy) with its scaling and κ; concurrency from a flag or stack,
+    else the profile's."""
     s = cfg.scaling
     scaling = Scaling(s.min_workers, s.max_workers, s.jobs_per_worker, s.idle_minutes)
     concurrency = cfg.worker.concurrency if concurrency_set else profile.concurrency
-    return fleet_policy(scaling, s.host_idle_seconds, concurrency)
+    mode = "controller" if s.controller == "lambda" else "alarms"
+    return fleet_policy(
+        scaling, s.host_idle_seconds, concurrency, mode=mode, cold_start_work=s.cold_start_work
+    )
+
+
+def policy_setups(names: list[str], fleet: PolicySetup) -> dict[str, PolicySetup]:
+    """Each named policy on the stack's fleet size: `fleet` is what the stack deploys,
+    `alarms`/`controller` the stack's scaling in that mode, the peers their own models."""
+    setups = {}
+    for name in names:
+        if name == "fleet":
+            setups[name] = fleet
+        elif name in ("alarms", "controller"):
+            setups[name] = replace(fleet, name=name, mode=name)
+        else:
+            setups[name] = peer_policy(name, fleet)
+    return setups
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = (*MODES, "fleet")
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise click.BadParameter(
+            f"{text!r}: policies are a comma-separated list of {', '.join(known)}"
+        )
+    return list(dict.fromkeys(names))
 
 
 def with_batching(profile: Profile, job_s: float | None, alpha: float | None) -> Profile:
@@ -136,7 +167,8 @@ def load_trace(spec: str, seed: int, stack: str | None, days: float, queue: str 
 def _common(func: Any) -> Any:
     options = [
         click.option("--trace", "spec", required=True,
-                     help="burst:N | poisson:RATE_PER_MIN:HOURS | sparse:GAP_MIN:HOURS | "
+                     help="burst:N | bursts:N:EVERY_H:HOURS | poisson:RATE_PER_MIN:HOURS | "
+                     "sparse:GAP_MIN:HOURS | "
                      "diurnal:PEAK_PER_MIN:DAYS | FILE.csv | cloudwatch"),
         click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)),
                      default="default", show_default=True, help="Timing profile."),
@@ -186,19 +218,23 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
 
 @click.command("simulate")
 @_common
-@click.option("--policy", "policy_name", type=click.Choice(["seed", "fleet"]), default="fleet",
-              show_default=True, help="seed: the AWS sample (0..1, idle 5 min); fleet: the "
-              "config's bands.")  # fmt: skip
-@click.option("--compare", is_flag=True, help="Run both policies side by side.")
-def simulate_cmd(policy_name: str, compare: bool, **o: Any) -> None:
+@click.option("--policy", "policy_name", type=click.Choice([*MODES, "fleet"]), default="fleet",
+              show_default=True, help="fleet: what the stack deploys (scaling.controller: "
+              "lambda → controller, alarms → alarms); seed: the AWS sample (0..1, idle 5 "
+              "min); aws-sample, keda, sagemaker: the peers' models "
+              "(docs/scaling.md).")  # fmt: skip
+@click.option("--compare", "compare", is_flag=False, flag_value="seed,fleet", default=None,
+              metavar="A,B,...",
+              help="Run these policies side by side (alone: seed,fleet).")  # fmt: skip
+def simulate_cmd(policy_name: str, compare: str | None, **o: Any) -> None:
     """Simulate a scaling policy on a workload trace: latency, drain time, GPU hours, cost.
 
-    Scaling flags and --stack apply to the fleet policy; the seed policy is fixed.
+    Scaling flags and --stack apply to every policy's fleet size; the seed policy is fixed.
     """
+    names = parse_policies(compare) if compare else [policy_name]
     trace, profile, cfg, rates = _prepare(o)
     fleet = fleet_setup(cfg, profile, o["concurrency"] is not None or o["stack"] is not None)
-    setups = {"seed": seed_policy(), "fleet": fleet}
-    names = ["seed", "fleet"] if compare else [policy_name]
+    setups = policy_setups(names, fleet)
     results = [simulate(trace, profile, setups[n], rates, o["seed"]) for n in names]
     if o["plot"]:
         from tts_fleet.sim.plots import timeline
@@ -218,8 +254,9 @@ def simulate_cmd(policy_name: str, compare: bool, **o: Any) -> None:
 @click.option("--max-p95-latency", "max_p95", help="Latency bound, e.g. 60s, 2m.")
 @click.option("--max-monthly-usd", type=float, help="Budget: cost were the trace a month.")
 def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> None:
-    """Sweep idleMinutes × hostIdleSeconds on a trace; print the cost/p95 Pareto frontier."""
-    from tts_fleet.sim.advise import RUNS, advise
+    """Sweep idleMinutes × hostIdleSeconds (and κ, scaling.coldStartWork, in controller
+    mode) on a trace; print the cost/p95 Pareto frontier."""
+    from tts_fleet.sim.advise import advise, run_count
 
     bound = parse_duration(max_p95) if max_p95 else None
     trace, profile, cfg, rates = _prepare(o)
@@ -229,7 +266,7 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
     # Each run costs ~0.35 s per 100,000 jobs: a week of traffic is a ~20 s sweep, so show it
     # on a terminal (scripts reading --json get clean streams).
     if sys.stderr.isatty():
-        with click.progressbar(length=RUNS, label="simulating", file=sys.stderr) as bar:
+        with click.progressbar(length=run_count(fleet), label="simulating", file=sys.stderr) as bar:
             report = run(progress=lambda: bar.update(1))
     else:
         report = run()

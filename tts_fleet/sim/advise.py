@@ -10,7 +10,7 @@ it burns.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tts_fleet.sim.engine import simulate
@@ -20,7 +20,15 @@ from tts_fleet.sim.traces import Trace
 
 IDLE_MINUTES = (1, 2, 3, 5, 10, 15, 20, 30, 60)
 HOST_IDLE_SECONDS = (0, 60, 300, 900, 1800, 3600)
+# κ (scaling.coldStartWork), controller mode only: from "start a GPU for any backlog" to
+# "only for two cold starts of work", each with the configured idle settings.
+COLD_START_WORK = (0.0, 0.06, 0.12, 0.25, 0.5, 1.0, 2.0)
 RUNS = len(IDLE_MINUTES) * len(HOST_IDLE_SECONDS) + 1  # the grid and the configured setting
+
+
+def run_count(base: PolicySetup) -> int:
+    """Simulations `advise` runs for this policy (the progress bar's length)."""
+    return RUNS + (len(COLD_START_WORK) if base.mode == "controller" else 0)
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class Point:
     gpu_hours: float
     cost_usd: float  # GPU + floor over the common period (the longest run of the sweep)
     monthly_usd: float  # the same, were the trace repeated for a 730-hour month
+    cold_start_work: float | None = None  # κ (controller mode), None for the alarms
 
 
 @dataclass(frozen=True)
@@ -92,12 +101,14 @@ def _run(
     return simulate(trace, profile, policy, rates, seed).summary
 
 
-def _points(summaries: list[SimSummary], rates: CostRates) -> list[Point]:
+def _points(
+    summaries: list[SimSummary], rates: CostRates, kappas: list[float | None]
+) -> list[Point]:
     """Costs over one common period, so a longer idle tail is not spread over more hours."""
     period_h = max(s.period_s for s in summaries) / 3600.0
     floor = rates.floor_monthly_usd * period_h / HOURS_PER_MONTH
     points = []
-    for s in summaries:
+    for s, kappa in zip(summaries, kappas, strict=True):
         p95, gpu_usd, gpu_hours = s.latency.p95, s.cost.gpu_usd, s.cost.gpu_instance_hours
         if p95 is None or gpu_usd is None or gpu_hours is None:
             raise ValueError(f"trace {s.trace} has no jobs: nothing to advise on")
@@ -106,6 +117,7 @@ def _points(summaries: list[SimSummary], rates: CostRates) -> list[Point]:
             Point(
                 idle_minutes=s.settings.idle_minutes,
                 host_idle_seconds=s.settings.host_idle_seconds,
+                cold_start_work=kappa,
                 p95_s=p95,
                 gpu_hours=gpu_hours,
                 cost_usd=round(cost, 2),
@@ -123,14 +135,20 @@ def sweep(
     seed: int = 0,
     progress: Callable[[], None] | None = None,
 ) -> list[Point]:
-    """The grid, then the configured setting last; `progress` is called after each run."""
+    """The idle grid (and, in controller mode, κ), then the configured setting last;
+    `progress` is called after each run."""
     settings = [base.with_windows(i, h) for i in IDLE_MINUTES for h in HOST_IDLE_SECONDS]
+    if base.mode == "controller":
+        settings += [replace(base, cold_start_work=k) for k in COLD_START_WORK]
+    settings.append(base)
     summaries = []
-    for policy in [*settings, base]:
+    for policy in settings:
         summaries.append(_run(trace, profile, policy, rates, seed))
         if progress is not None:
             progress()
-    return _points(summaries, rates)
+    controller = base.mode == "controller"
+    kappas = [p.cold_start_work if controller else None for p in settings]
+    return _points(summaries, rates, kappas)
 
 
 def pareto(points: list[Point]) -> list[Point]:

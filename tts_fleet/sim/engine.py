@@ -28,20 +28,21 @@ import heapq
 import math
 import random
 from bisect import bisect_left, bisect_right
+from collections import deque
 
 from tts_fleet.sim.model import PolicySetup, Profile
 from tts_fleet.sim.report import CostRates, Sample, SimResult, summarise
+from tts_fleet.sim.scalers import PEER_VISIBILITY_S, View, make_scaler
 from tts_fleet.sim.state import Fleet, Host, ServiceTask
 from tts_fleet.sim.traces import Trace
-from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
 
-MINUTE = PERIOD_S  # one tick per alarm period
 # Event kinds, in the order they run at the same instant: a finishing job frees its slot
 # before anything else looks at the queue; the minute closes (so a burst is never one step
 # across a boundary) before a job that arrives exactly on it, which belongs to the next
 # minute; that job reaches an idle worker before the alarm evaluation, as a long-polling
 # worker would (AAS and ECS take seconds to stop a task).
-_DONE, _CLOSE, _ARRIVAL, _READY, _EXPIRE, _TICK = range(6)
+# A killed job reappears (_REVEAL) like an arrival.
+_DONE, _CLOSE, _ARRIVAL, _REVEAL, _READY, _EXPIRE, _TICK = range(7)
 # The fleet never settles with min_workers > 0; stop this long after the trace at the latest.
 MAX_TAIL_S = 30 * 86400.0
 
@@ -50,10 +51,16 @@ class Simulation:
     def __init__(self, trace: Trace, profile: Profile, policy: PolicySetup, seed: int = 0):
         self.trace, self.profile, self.policy = trace, profile, policy
         self.rng = random.Random(seed)
-        self.autoscaler = Autoscaler(policy.scaling, lag_s=profile.metric_lag_s)
+        self.scaler = make_scaler(policy, profile)
+        self.period = self.scaler.period_s
         self.arrivals = trace.arrivals
         self.finish = [math.nan] * len(trace.arrivals)
         self.arrived = self.started = self.done = 0
+        # Jobs of stopped unprotected tasks: hidden until their visibility timeout, then
+        # visible again ahead of the FIFO (SQS makes no order promise; first is fair).
+        self.hidden = 0
+        self.retry: deque[int] = deque()
+        self.processing = 0  # jobs on workers
         self.fleet = Fleet()
         # (time, kind, seq, payload): seq is unique, so payloads are never compared.
         self.events: list[tuple[float, int, int, tuple[int, int]]] = []
@@ -67,8 +74,12 @@ class Simulation:
         heapq.heappush(self.events, (time, kind, self.seq, payload))
 
     def run(self) -> tuple[list[float], list[Sample], Fleet, float]:
-        self._push(MINUTE, _CLOSE)
-        self._push(MINUTE, _TICK)
+        first = self.period
+        if self.arrivals and self.policy.scaling.min_workers == 0:
+            wake = self.scaler.wake(self.arrivals[0])  # the controller, woken by the submit
+            first = wake if 0 < wake < first else first
+        self._push(first, _CLOSE)
+        self._push(first, _TICK)
         self._warm_floor()
         self.samples.append(self._sample(0.0))
         handlers = {
@@ -76,6 +87,7 @@ class Simulation:
             _CLOSE: self._close_minute,
             _READY: self._task_ready,
             _EXPIRE: self._host_expire,
+            _REVEAL: self._reveal,
         }
         n = len(self.arrivals)
         while self.events:
@@ -98,33 +110,52 @@ class Simulation:
         side = bisect_right if kind > _ARRIVAL else bisect_left
         limit = side(self.arrivals, until)
         now = self.arrivals[self.arrived]
-        if self.started == self.arrived:
+        if self.started == self.arrived and not self.retry:
             limit = min(limit, bisect_right(self.arrivals, now))
         self.arrived = limit
-        # Outstanding only grows over a stretch: its last value is the stretch's maximum.
-        self.autoscaler.observe(self.arrivals[limit - 1], self.arrived - self.done)
+        # The queue only grows over a stretch: its last value is the stretch's maximum. A
+        # job taken at once by a long-polling worker is never counted visible.
         self._dispatch(self.arrivals[limit - 1])
+
+    def _observe(self, now: float) -> None:
+        visible = self.arrived - self.started + len(self.retry)
+        self.scaler.observe(now, visible, self.processing + self.hidden)
+
+    def _next_job(self) -> int | None:
+        if self.retry:
+            return self.retry.popleft()
+        if self.started < self.arrived:
+            self.started += 1
+            return self.started - 1
+        return None
 
     def _dispatch(self, now: float) -> None:
         concurrency = self.policy.concurrency
         batching = self.profile.batching
-        while self.started < self.arrived and self.free:
+        while (self.retry or self.started < self.arrived) and self.free:
             in_flight, task_id = heapq.heappop(self.free)
             task = self.fleet.tasks.get(task_id)
             if task is None or not task.ready or task.in_flight != in_flight:
                 continue  # stale entry
+            job = self._next_job()
+            assert job is not None
             task.in_flight += 1
-            self._push(now + batching.latency(task.in_flight), _DONE, (self.started, task_id))
-            self.started += 1
+            task.jobs.add(job)
+            self.processing += 1
+            self._push(now + batching.latency(task.in_flight), _DONE, (job, task_id))
             if task.in_flight < concurrency:
                 heapq.heappush(self.free, (task.in_flight, task_id))
+        self._observe(now)
 
     def _job_done(self, now: float, payload: tuple[int, int]) -> None:
         job, task_id = payload
+        task = self.fleet.tasks.get(task_id)
+        if task is None or job not in task.jobs:
+            return  # its task was stopped under it: the job went back to the queue
+        task.jobs.discard(job)
         self.finish[job] = now
         self.done += 1
-        self.autoscaler.observe(now, self.arrived - self.done)
-        task = self.fleet.tasks[task_id]
+        self.processing -= 1
         task.in_flight -= 1
         heapq.heappush(self.free, (task.in_flight, task_id))
         self._dispatch(now)
@@ -140,12 +171,14 @@ class Simulation:
         if surplus <= 0:
             return
         # Pending tasks do no work: stop those first (newest first), then idle ones. Busy
-        # tasks are protected; `_job_done` stops them when their last job finishes.
+        # tasks are protected; `_job_done` stops them when their last job finishes. Without
+        # protection the newest go, busy or not (a ReplicaSet's deletion order).
+        protected = self.scaler.protects_busy
         order = sorted(fleet.tasks.items(), key=lambda kv: (kv[1].ready, -kv[0]))
         for task_id, task in order:
             if surplus == 0:
                 break
-            if task.in_flight == 0:
+            if task.in_flight == 0 or not protected:
                 self._stop(now, task_id)
                 surplus -= 1
 
@@ -212,7 +245,8 @@ class Simulation:
 
     def _stop(self, now: float, task_id: int) -> None:
         task = self.fleet.tasks.pop(task_id)
-        assert task.in_flight == 0, "a busy task is protected from scale-in"
+        assert task.in_flight == 0 or not self.scaler.protects_busy, "busy tasks are protected"
+        self._kill(now, task)
         host = task.host
         host.task = None
         host.token += 1
@@ -228,6 +262,22 @@ class Simulation:
             idle_from = max(now, host.provisioned_at)
             self._push(idle_from + keep, _EXPIRE, (host.index, host.token))
 
+    def _kill(self, now: float, task: ServiceTask) -> None:
+        """An unprotected task stopped with jobs: they reappear after the visibility timeout."""
+        for job in sorted(task.jobs):
+            self.processing -= 1
+            self.hidden += 1
+            self.fleet.killed_jobs += 1
+            self._push(now + PEER_VISIBILITY_S, _REVEAL, (job, 0))
+        task.jobs.clear()
+        task.in_flight = 0
+        self._observe(now)
+
+    def _reveal(self, now: float, payload: tuple[int, int]) -> None:
+        self.hidden -= 1
+        self.retry.append(payload[0])
+        self._dispatch(now)
+
     def _host_expire(self, now: float, payload: tuple[int, int]) -> None:
         index, token = payload
         host = self.fleet.hosts[index]
@@ -235,13 +285,21 @@ class Simulation:
             host.gone = now
             del self.fleet.spare[index]
 
-    # -- CloudWatch, alarms, Application Auto Scaling: the autoscaler ---------------------
+    # -- the scaler (alarms, controller or a peer) -------------------------------------------
     def _close_minute(self, now: float, payload: tuple[int, int]) -> None:
-        self.autoscaler.observe(now, self.arrived - self.done)
+        self._observe(now)
+
+    def _view(self, now: float) -> View:
+        tasks = self.fleet.tasks.values()
+        running = sum(1 for t in tasks if t.ready)
+        visible = self.arrived - self.started + len(self.retry)
+        in_flight = self.processing + self.hidden
+        return View(now, visible, in_flight, running, len(self.fleet.tasks) - running,
+                    self.fleet.desired)  # fmt: skip
 
     def _tick(self, now: float) -> bool:
-        """Minute boundary: evaluate the alarms, reconcile; True when the run is over."""
-        self.fleet.desired = self.autoscaler.decide(now).desired
+        """The scaler's evaluation: desired count, reconcile; True when the run is over."""
+        self.fleet.desired = self.scaler.decide(self._view(now))
         self._reconcile(now)
         self.samples.append(self._sample(now))
         if self._finished(now):
@@ -262,13 +320,14 @@ class Simulation:
             return False
         tasks_down = len(self.fleet.tasks) <= self.policy.scaling.min_workers
         idle_hosts = self.policy.host_idle_seconds >= 0 and bool(self.fleet.spare)
-        return self.autoscaler.settled() and tasks_down and not idle_hosts
+        return self.scaler.settled() and tasks_down and not idle_hosts and not self.hidden
 
     def _next_tick(self, now: float) -> float:
-        """The next minute, or — fleet at zero, nothing queued — the arrival's minute."""
-        nxt = now + MINUTE
+        """The next evaluation, or — fleet at zero, nothing queued — the one that follows
+        the next arrival (the arrival's minute for the alarms)."""
+        nxt = now + self.period
         quiet = (
-            self.autoscaler.quiet()  # a late datapoint may still scale out
+            self.scaler.quiet()  # a late datapoint may still scale out
             and self.arrived == self.done
             and self.arrived < len(self.arrivals)
             and self.fleet.desired == 0
@@ -278,7 +337,8 @@ class Simulation:
         if not quiet:
             return nxt
         # The skipped minutes hold nothing outstanding: the autoscaler closes them as zeros.
-        return max(nxt, math.floor(self.arrivals[self.arrived] / MINUTE) * MINUTE)
+        wake = self.scaler.wake(self.arrivals[self.arrived])
+        return wake if wake > now else nxt
 
 
 def simulate(
@@ -297,4 +357,5 @@ def simulate(
         gpu_seconds=gpu_seconds,
         end=end,
         starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, len(fleet.hosts)),
+        killed_jobs=fleet.killed_jobs,
     )

@@ -89,6 +89,11 @@ DEFAULT_PROFILE = Profile(name="default", batching=Batching(2.0, 0.25), concurre
 PROFILES: dict[str, Profile] = {p.name: p for p in (SEED_PROFILE, DEFAULT_PROFILE)}
 
 
+# The scalers the simulator knows (tts_fleet/sim/scalers.py): this project's two modes, the
+# AWS sample it started from, and the peers a user would otherwise pick.
+MODES = ("seed", "aws-sample", "keda", "sagemaker", "alarms", "controller")
+
+
 @dataclass(frozen=True)
 class PolicySetup:
     """Everything the deployment decides: the scaling math's inputs and the host/worker knobs."""
@@ -97,6 +102,8 @@ class PolicySetup:
     scaling: Scaling
     host_idle_seconds: int  # Managed Instances scaleInAfter; -1 keeps idle hosts forever
     concurrency: int
+    mode: str = "alarms"  # which scaler drives the service: one of MODES
+    cold_start_work: float = 0.12  # κ, controller mode only (scaling.coldStartWork)
 
     def with_windows(self, idle_minutes: int, host_idle_seconds: int) -> PolicySetup:
         return replace(
@@ -114,12 +121,38 @@ def seed_policy() -> PolicySetup:
     scale-in (5 minutes of an empty queue → 0) is AlarmModel's idle rule with idle_minutes=5.
     The sample keeps no idle host for reuse (every scale-out from zero pays provisioning and
     the 14 GB pull again) and processes one job at a time.
+    Its alarms read ApproximateNumberOfMessagesVisible alone (the scaler's `visible_only`):
+    a message a worker already holds is not "work" to it.
     """
     scaling = Scaling(min_workers=0, max_workers=1, jobs_per_worker=1, idle_minutes=5)
-    return PolicySetup("seed", scaling, host_idle_seconds=0, concurrency=1)
+    return PolicySetup("seed", scaling, host_idle_seconds=0, concurrency=1, mode="seed")
 
 
 def fleet_policy(
-    scaling: Scaling, host_idle_seconds: int, concurrency: int, name: str = "fleet"
+    scaling: Scaling,
+    host_idle_seconds: int,
+    concurrency: int,
+    name: str = "fleet",
+    *,
+    mode: str = "alarms",
+    cold_start_work: float = 0.12,
 ) -> PolicySetup:
-    return PolicySetup(name, scaling, host_idle_seconds, concurrency)
+    if mode not in MODES:
+        raise ValueError(f"unknown policy mode {mode!r} (known: {', '.join(MODES)})")
+    return PolicySetup(name, scaling, host_idle_seconds, concurrency, mode, cold_start_work)
+
+
+# The peers run on the same physics (hosts, pull, model load, jobs) with their own scaling
+# and their own host lifetime: a Kubernetes node (Karpenter consolidation of an empty node)
+# and a SageMaker instance go with their pod/instance; the aws-sample runs on ECS Managed
+# Instances like this project, so it keeps the stack's hostIdleSeconds.
+PEER_HOST_IDLE_SECONDS = {"keda": 0, "sagemaker": 0}
+
+
+def peer_policy(mode: str, base: PolicySetup) -> PolicySetup:
+    """`mode` with the base's maxWorkers, minWorkers and worker slots (a user's own fleet
+    size), the base's hosts for ECS-hosted peers, and each peer's documented defaults."""
+    host_idle = PEER_HOST_IDLE_SECONDS.get(mode, base.host_idle_seconds)
+    if mode == "seed":
+        return seed_policy()
+    return replace(base, name=mode, mode=mode, host_idle_seconds=host_idle)

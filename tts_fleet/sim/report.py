@@ -94,6 +94,7 @@ class SimSummary:
     warm_starts: int
     cancelled_starts: int  # stopped while pending: never ran, never a start
     hosts_launched: int
+    killed_jobs: int  # in flight on a task stopped without protection, run again later
     cost: RunCost
 
     def to_json(self) -> dict[str, Any]:
@@ -152,6 +153,7 @@ def summarise(
     gpu_seconds: float,
     end: float,
     starts: tuple[int, int, int, int],  # cold, warm, cancelled, hosts
+    killed_jobs: int = 0,
 ) -> SimResult:
     arrivals = trace.arrivals
     latencies = [f - a for f, a in zip(finish, arrivals, strict=True)]
@@ -170,6 +172,7 @@ def summarise(
         warm_starts=starts[1],
         cancelled_starts=starts[2],
         hosts_launched=starts[3],
+        killed_jobs=killed_jobs,
         cost=_costs(rates, gpu_seconds, end, len(arrivals)),
     )
     return SimResult(summary, tuple(samples), tuple(latencies))

@@ -26,6 +26,7 @@ class ServiceTask:
     cold: bool  # waited for host provisioning or the image pull
     ready: bool = False
     in_flight: int = 0
+    jobs: set[int] = field(default_factory=set)  # the jobs it holds (a stopped task drops them)
 
 
 @dataclass
@@ -39,3 +40,4 @@ class Fleet:
     cold_starts: int = 0
     warm_starts: int = 0
     cancelled_starts: int = 0  # stopped while pending: scale-in before the task ran
+    killed_jobs: int = 0  # in flight on a task stopped without protection: back to the queue

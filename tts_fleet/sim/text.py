@@ -39,6 +39,7 @@ def _rows(summary: SimSummary) -> list[tuple[str, str]]:
         ("drain time", duration(summary.drain_s)),
         ("cold / warm task starts", f"{summary.cold_starts} / {summary.warm_starts}"),
         ("cancelled while pending", str(summary.cancelled_starts)),
+        ("jobs killed by scale-in", str(summary.killed_jobs)),
         ("GPU hosts launched", str(summary.hosts_launched)),
         ("GPU instance-hours", "-" if hours is None else f"{hours:.2f}"),
         ("GPU cost", _money(cost.gpu_usd, 2)),
@@ -59,8 +60,9 @@ def simulation_table(summaries: list[SimSummary]) -> str:
 
 
 def _point(p: Point) -> str:
+    kappa = "" if p.cold_start_work is None else f"κ {p.cold_start_work:<4g}  "
     return (
-        f"idle {p.idle_minutes:>3}m  host {p.host_idle_seconds:>5}s  "
+        f"idle {p.idle_minutes:>3}m  host {p.host_idle_seconds:>5}s  {kappa}"
         f"p95 {duration(p.p95_s):>10}  GPU-h {p.gpu_hours:>8.2f}  "
         f"${p.cost_usd:>9.2f}  (${p.monthly_usd:,.2f}/month)"
     )
@@ -85,7 +87,8 @@ def advice_table(report: Advice) -> str:
     chosen, cheapest = rec.point, report.cheapest
     lines.append(f"recommended  {_point(chosen)}")
     lines += [
-        f"  → idleMinutes {chosen.idle_minutes}, hostIdleSeconds {chosen.host_idle_seconds}",
+        f"  → idleMinutes {chosen.idle_minutes}, hostIdleSeconds {chosen.host_idle_seconds}"
+        + ("" if chosen.cold_start_work is None else f", coldStartWork {chosen.cold_start_work:g}"),
         f"  {rec.extra_gpu_hours:+.2f} GPU-hours (${rec.extra_usd:+.2f}) against the "
         "configured setting over this trace",
         f"  {rec.extra_gpu_hours_vs_cheapest:+.2f} GPU-hours "

@@ -1,6 +1,7 @@
 """Workload traces for the simulator: sorted arrival times in seconds from t = 0.
 
-Specs: `burst:N`, `poisson:rate_per_min:hours`, `sparse:gap_minutes:hours`,
+Specs: `burst:N`, `bursts:N:every_hours:hours` (N jobs at once, repeatedly),
+`poisson:rate_per_min:hours`, `sparse:gap_minutes:hours`,
 `diurnal:peak_per_min:days`, a path to a CSV of timestamps, or CloudWatch history of the
 stack's queue (`cloudwatch_arrivals`). Each returns a `Trace`; bad specs raise TraceError with
 one readable line.
@@ -39,14 +40,21 @@ def parse_trace(spec: str, seed: int = 0) -> Trace:
     """A trace from its spec; random traces are drawn from `random.Random(seed)`."""
     kind, _, rest = spec.partition(":")
     args = rest.split(":") if rest else []
-    builders = {"burst": _burst, "poisson": _poisson, "sparse": _sparse, "diurnal": _diurnal}
+    builders = {
+        "burst": _burst,
+        "bursts": _bursts,
+        "poisson": _poisson,
+        "sparse": _sparse,
+        "diurnal": _diurnal,
+    }
     if kind in builders:
         return builders[kind](spec, args, random.Random(seed))
     if Path(spec).suffix.lower() == ".csv" or Path(spec).exists():
         return csv_trace(Path(spec))
     raise TraceError(
-        f"unknown trace {spec!r}: use burst:N, poisson:RATE_PER_MIN:HOURS, "
-        "sparse:GAP_MINUTES:HOURS, diurnal:PEAK_PER_MIN:DAYS, a .csv of timestamps, or cloudwatch"
+        f"unknown trace {spec!r}: use burst:N, bursts:N:EVERY_HOURS:HOURS, "
+        "poisson:RATE_PER_MIN:HOURS, sparse:GAP_MINUTES:HOURS, diurnal:PEAK_PER_MIN:DAYS, "
+        "a .csv of timestamps, or cloudwatch"
     )
 
 
@@ -67,6 +75,16 @@ def _burst(spec: str, args: list[str], rng: random.Random) -> Trace:
     if count != int(count):
         raise TraceError(f"{spec!r}: N must be a whole number")
     return Trace(spec, (0.0,) * int(count), 0.0)
+
+
+def _bursts(spec: str, args: list[str], rng: random.Random) -> Trace:
+    """N jobs at t = 0, every, 2·every, … while before the horizon (a batch job's day)."""
+    count, every, hours = _numbers(spec, args, ("N", "every_hours", "hours"))
+    if count != int(count):
+        raise TraceError(f"{spec!r}: N must be a whole number")
+    horizon = hours * 3600.0
+    starts = [k * every * 3600.0 for k in range(math.ceil(hours / every))]
+    return Trace(spec, tuple(t for t in starts if t < horizon for _ in range(int(count))), horizon)
 
 
 def _poisson(spec: str, args: list[str], rng: random.Random) -> Trace:

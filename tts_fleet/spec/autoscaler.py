@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from tts_fleet.spec.policy import AlarmModel, AlarmState, ScalingParams
 
 PERIOD_S = 60.0  # the alarms' metric period (components/autoscaling.py METRIC_PERIOD_SECONDS)
+# A scaling activity (UpdateService) completes a few seconds after the alarm fires; the
+# step policy's cooldown runs from then, so a 60-s cooldown covers the next evaluation.
+ACTIVITY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,15 @@ class Autoscaler:
     new desired count (`desired`), which starts at minWorkers like a new ECS service.
     """
 
-    def __init__(self, cfg: ScalingParams, *, lag_s: float) -> None:
+    def __init__(self, cfg: ScalingParams, *, lag_s: float, cooldown_s: float = 0.0) -> None:
         if lag_s < 0:
             raise ValueError(f"lag_s must be >= 0 (got {lag_s:g})")
         self.cfg = cfg
         self.lag_s = lag_s
+        # Step policy cooldown: no scale-in until it has passed since the last activity
+        # completed; a larger scale-out is never held back (AAS step scaling).
+        self.cooldown_s = cooldown_s
+        self._cooldown_end = -math.inf
         self.model = AlarmModel(cfg)
         self.desired = cfg.min_workers
         self.last: Decision | None = None
@@ -107,7 +114,12 @@ class Autoscaler:
         window = self._series[max(0, end - self.cfg.idle_minutes) : max(0, end)]
         state = self.model.state(window)
         target = self.model.target(state, window[-1] if window else None, self.desired)
-        self.desired = max(self.cfg.min_workers, min(self.cfg.max_workers, target))
+        target = max(self.cfg.min_workers, min(self.cfg.max_workers, target))
+        if target < self.desired and now < self._cooldown_end:
+            target = self.desired  # scale-in held back by the cooldown
+        if target != self.desired and self.cooldown_s > 0:
+            self._cooldown_end = now + ACTIVITY_S + self.cooldown_s
+        self.desired = target
         self.last = Decision(self.desired, state)
         return self.last
 

@@ -186,7 +186,7 @@ class ScalingConfig(_Section):
         ),
     )
     cold_start_work: float = Field(
-        0.5,
+        0.12,
         ge=0,
         le=10,
         description=(

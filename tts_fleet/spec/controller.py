@@ -9,7 +9,7 @@ observation of the queue and the service. Pure: no I/O, no clock, stdlib only.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
@@ -41,6 +41,7 @@ class ControllerParams:
     cold_start_s: float  # expected seconds from launch to a serving worker
     seconds_per_job: float  # expected warm seconds per job per worker (1 / throughput)
     concurrency: int = 1  # worker slots: in_flight / concurrency workers are busy
+    host_idle_s: float = 300.0  # scaling.hostIdleSeconds: a released worker's host lingers
 
     @classmethod
     def from_config(
@@ -50,16 +51,23 @@ class ControllerParams:
         cold_start_s: float,
         seconds_per_job: float,
         concurrency: int = 1,
+        cold_start_work: float | None = None,
+        host_idle_s: float | None = None,
     ) -> ControllerParams:
+        """`scaling` is a ScalingConfig (or anything with its fields); keyword overrides
+        win over it (the simulator's sweeps)."""
+        kappa = getattr(scaling, "cold_start_work", DEFAULT_COLD_START_WORK)
+        linger = getattr(scaling, "host_idle_seconds", 300)
         return cls(
             min_workers=scaling.min_workers,
             max_workers=scaling.max_workers,
             jobs_per_worker=scaling.jobs_per_worker,
             idle_minutes=scaling.idle_minutes,
-            cold_start_work=float(getattr(scaling, "cold_start_work", DEFAULT_COLD_START_WORK)),
+            cold_start_work=float(kappa if cold_start_work is None else cold_start_work),
             cold_start_s=cold_start_s,
             seconds_per_job=seconds_per_job,
             concurrency=concurrency,
+            host_idle_s=float(max(0, linger) if host_idle_s is None else host_idle_s),
         )
 
     def clamp(self, count: int) -> int:
@@ -67,7 +75,7 @@ class ControllerParams:
 
 
 # κ when the stack file sets none; tts_fleet/spec/config.py uses the same value.
-DEFAULT_COLD_START_WORK = 0.5
+DEFAULT_COLD_START_WORK = 0.12
 
 
 @dataclass(frozen=True)
@@ -88,25 +96,40 @@ class ControllerState:
     """What one call leaves for the next. Every field has a default: `{}` is a fresh state."""
 
     updated: float | None = None  # `now` of the last observation
-    outstanding: int = 0  # visible + in flight at the last observation
-    rate: float = 0.0  # arrivals per second, smoothed
+    visible: int = 0  # the last observation's queue and service
+    in_flight: int = 0
+    running: int = 0
+    rates: tuple[float, ...] = ()  # recent per-sample arrival-rate estimates, jobs/s
+    rate: float = 0.0  # arrivals per second: a trimmed mean of `rates`
+    floor: int = 0  # the rate floor (workers steady load needs), with hysteresis
+    launches: tuple[float, ...] = ()  # when the launches still pending were asked for
     idle_since: float | None = None  # start of the current empty-queue gap
-    gaps: tuple[float, ...] = field(default_factory=tuple)  # recent idle gaps, seconds
+    gaps: tuple[float, ...] = ()  # recent idle gaps, seconds
     desired: int = 0  # the last desired count
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["gaps"] = list(self.gaps)
+        for name in _TUPLES:
+            data[name] = list(getattr(self, name))
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ControllerState:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        if "gaps" in values:
-            values["gaps"] = tuple(float(g) for g in values["gaps"])
+        for name in _TUPLES:
+            if name in values:
+                values[name] = tuple(float(x) for x in values[name])
         return cls(**values)
+
+
+_TUPLES = ("rates", "launches", "gaps")
+MAX_RATES = 30  # five minutes of 10-s samples
+# Rate floor hysteresis: raise it when the workers would be busier than this ...
+FLOOR_UP_UTILISATION = 0.85
+# ... and lower it only when they would be idler than this.
+FLOOR_DOWN_UTILISATION = 0.6
 
 
 @dataclass(frozen=True)
@@ -119,31 +142,161 @@ class ControllerDecision:
 def decide(
     params: ControllerParams, state: ControllerState, obs: Observation
 ) -> ControllerDecision:
-    """The desired worker count after this observation."""
-    outstanding = obs.outstanding
+    """The desired worker count after this observation (issue #13):
+
+    - work outstanding: enough workers for the backlog expected when a GPU started now would
+      arrive, each new one only if it would find at least κ cold starts of work; never fewer
+      than are running or launching (a cancelled launch wastes its boot);
+    - queue empty: keep one warm worker (or minWorkers, or the rate floor) and release the
+      surplus at once; the warm one goes after the learned idle window;
+    - a rate floor, with hysteresis, keeps steady load from starving or flapping.
+    """
+    rates = _rates(params, state, obs)
+    rate = _trimmed_mean(rates)
+    floor = _floor(params, state.floor, rate)
+    launches = _launches(state, obs)
     idle_since = _idle_since(state, obs)
     gaps = _gaps(state, obs)
-    if outstanding > 0:
-        # Backlog bands: ceil(outstanding / jobsPerWorker); never below the workers already
-        # running or launching while work waits (a cancelled launch wastes its boot).
-        bands = math.ceil(outstanding / params.jobs_per_worker)
-        desired, reason = max(bands, obs.running + obs.pending), "backlog"
-    elif idle_since is not None and obs.now - idle_since >= params.idle_minutes * 60:
-        desired, reason = params.min_workers, "idle-release"
+    if obs.outstanding > 0:
+        desired, reason = _busy(params, obs, rate, launches)
+        desired = max(desired, floor)
     else:
-        # The queue just emptied: one warm worker waits for the next job, the rest go now.
-        desired, reason = min(1, obs.running + obs.pending), "warm-one"
+        desired, reason = _idle(params, obs, floor, gaps, idle_since)
     desired = params.clamp(desired)
+    if desired > obs.running + obs.pending:
+        launches = (*launches, *([obs.now] * (desired - obs.running - obs.pending)))
     new_state = ControllerState(
         updated=obs.now,
-        outstanding=outstanding,
-        rate=state.rate,
+        visible=obs.visible,
+        in_flight=obs.in_flight,
+        running=obs.running,
+        rates=rates,
+        rate=rate,
+        floor=floor,
+        launches=launches,
         idle_since=idle_since,
         gaps=gaps,
         desired=desired,
         reason=reason,
     )
     return ControllerDecision(desired, reason, new_state)
+
+
+def _busy(
+    params: ControllerParams, obs: Observation, rate: float, launches: tuple[float, ...]
+) -> tuple[int, str]:
+    """Sizing while work is outstanding."""
+    have = obs.running + obs.pending
+    cold, per_job = params.cold_start_s, params.seconds_per_job
+    # Jobs the running and launching workers clear before a GPU started now would serve.
+    drained = obs.running * cold / per_job
+    drained += sum(min(cold, max(0.0, obs.now - t)) for t in launches) / per_job
+    backlog = max(0.0, obs.outstanding + rate * cold - drained)
+    bands = math.ceil(backlog / params.jobs_per_worker)
+    if params.cold_start_work > 0:
+        # N workers clear `backlog` in backlog·s / (N − rate·s) seconds once the new ones are
+        # up; each new one is worth its boot while that is at least κ × the cold start.
+        worth = rate * per_job + backlog * per_job / (params.cold_start_work * cold)
+        wanted = min(bands, math.floor(min(worth, params.max_workers) + 1e-9))
+    else:
+        wanted = bands
+    if wanted > have:
+        return wanted, "backlog"
+    if have == 0:
+        return 1, "first-worker"  # work waits and nothing serves it: always start one
+    return have, "busy"
+
+
+def _idle(
+    params: ControllerParams,
+    obs: Observation,
+    floor: int,
+    gaps: tuple[float, ...],
+    idle_since: float | None,
+) -> tuple[int, str]:
+    """Nothing outstanding: the rate floor, minWorkers, or one warm worker for a while."""
+    idle_for = obs.now - (obs.now if idle_since is None else idle_since)
+    warm = 1 if obs.running + obs.pending > 0 and idle_for < _idle_window(params, gaps) else 0
+    desired = max(params.min_workers, floor, warm)
+    if desired == 0:
+        return 0, "idle-release"
+    if floor >= max(params.min_workers, warm) and floor > 0:
+        return desired, "rate-floor"
+    if params.min_workers >= warm:
+        return desired, "min-workers"
+    return desired, "warm-one"
+
+
+def _idle_window(params: ControllerParams, gaps: tuple[float, ...]) -> float:
+    """How long the last worker waits for the next job: 0 or idleMinutes, whichever would
+    have cost fewer GPU-seconds over the recent idle gaps (waiting wins ties: it is faster).
+    With no gap seen yet, release at once: the host lingers hostIdleSeconds anyway, so a
+    short gap still gets a warm restart, and a lone burst leaves no worker idling."""
+    bound = params.idle_minutes * 60.0
+    if not gaps:
+        return 0.0
+    wait = sum(_gap_cost(params, bound, g) for g in gaps)
+    release = sum(_gap_cost(params, 0.0, g) for g in gaps)
+    return bound if wait <= release else 0.0
+
+
+def _gap_cost(params: ControllerParams, window: float, gap: float) -> float:
+    """GPU-seconds one idle gap costs when the last worker waits `window` and is then
+    released: its host lingers hostIdleSeconds (a restart within that is warm and the host
+    was billed throughout); later, the host is gone and the next job pays a cold start."""
+    covered = window + params.host_idle_s
+    return gap if gap <= covered else covered + params.cold_start_s
+
+
+def _rates(params: ControllerParams, state: ControllerState, obs: Observation) -> tuple[float, ...]:
+    """This interval's arrival rate: the change in outstanding plus the jobs the busy
+    workers completed meanwhile (SQS reports no arrivals, only counts)."""
+    if state.updated is None:
+        return state.rates
+    dt = obs.now - state.updated
+    if not 0 < dt <= 10 * SAMPLE_INTERVAL_S:
+        return state.rates  # a gap in sampling (the controller slept): no estimate
+    # Busy workers: in-flight messages over the slots (saturated workers hold c each).
+    busy = min(state.running, (state.in_flight + obs.in_flight) / (2 * params.concurrency))
+    completed = busy * dt / params.seconds_per_job
+    previous = state.visible + state.in_flight
+    arrived = max(0.0, obs.outstanding - previous + completed)
+    return (*state.rates, arrived / dt)[-MAX_RATES:]
+
+
+def _trimmed_mean(rates: tuple[float, ...]) -> float:
+    """Mean without the top tenth: a burst is one huge sample, not a rate."""
+    if not rates:
+        return 0.0
+    ordered = sorted(rates)
+    keep = ordered[: len(ordered) - max(1, len(ordered) // 10)] if len(ordered) >= 5 else []
+    return sum(keep) / len(keep) if keep else 0.0
+
+
+def _floor(params: ControllerParams, previous: int, rate: float) -> int:
+    """Workers steady load needs: raised as soon as they would be over 85 % busy, lowered
+    only once they would be under 60 % busy, so a noisy rate does not flap the count."""
+    load = rate * params.seconds_per_job
+    if load <= 0:
+        return 0
+    up = math.ceil(load / FLOOR_UP_UTILISATION - 1e-9)
+    down = math.ceil(load / FLOOR_DOWN_UTILISATION - 1e-9)
+    return min(params.max_workers, max(up, min(previous, down)))
+
+
+def _launches(state: ControllerState, obs: Observation) -> tuple[float, ...]:
+    """Launch times of the `pending` workers: the newest ones asked for; launches nobody
+    recorded (another controller, lost state) count as just asked for, so the sizing never
+    counts on work they have not begun to do."""
+    known = state.launches[len(state.launches) - obs.pending :] if obs.pending else ()
+    missing = obs.pending - len(known)
+    return (*([obs.now - SAMPLE_INTERVAL_S] * missing), *known) if missing > 0 else known
+
+
+def _median(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _idle_since(state: ControllerState, obs: Observation) -> float | None:
