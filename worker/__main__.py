@@ -1,29 +1,55 @@
-"""`python -m worker`: wiring only — settings, shared clients, signals, then the loop."""
+"""`python -m worker`: signals first, then settings, start-up checks, and the loop.
 
-from __future__ import annotations
+Exit codes: 0 a clean stop (also a stop during start-up), 2 a misconfiguration (one line
+naming the setting), 3 a dependency (AWS or the speech server) still not answering when the
+start-up budget, HEALTH_TIMEOUT_SECONDS, ran out.
+"""
 
-import logging
+# The handlers come before every other import: botocore, httpx and numpy take most of a
+# second to import, and a SIGTERM in that window (ECS stopping a task it just started) would
+# otherwise kill the process with -15 instead of a clean exit 0.
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable
-from functools import partial
-from typing import Any
 
-from worker.loop import Worker
-from worker.metrics import Metrics
-from worker.protection import Protection
-from worker.settings import Settings, SettingsError, load_settings
-from worker.speech import SpeechClient
+_stop = threading.Event()
+_on_stop: list[Callable[[], None]] = []  # the worker's request_stop, once there is a worker
+
+
+def _signalled(signum: int, frame: object) -> None:
+    _stop.set()
+    for callback in _on_stop:
+        callback()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _signalled)
+    signal.signal(signal.SIGINT, _signalled)
+
+import logging  # noqa: E402
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+from worker.loop import Worker  # noqa: E402
+from worker.metrics import Metrics  # noqa: E402
+from worker.protection import Protection  # noqa: E402
+from worker.settings import Settings, SettingsError, load_settings  # noqa: E402
+from worker.speech import SpeechClient  # noqa: E402
+from worker.startup import (  # noqa: E402
+    Budget,
+    Misconfigured,
+    StartupTimeout,
+    check_health,
+    check_model,
+    check_storage,
+)
 
 log = logging.getLogger("worker")
 EXIT_MISCONFIGURED = 2
-EXIT_SPEECH_UNAVAILABLE = 3
-ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
+EXIT_NOT_READY = 3
 
 
-def _clients(settings: Settings) -> tuple[object, object]:
+def _clients(settings: Settings) -> tuple[Any, Any]:
     """One boto3 client per service for the whole process (clients are thread-safe)."""
     import boto3
     from botocore.config import Config
@@ -40,64 +66,29 @@ def _clients(settings: Settings) -> tuple[object, object]:
     )
 
 
-def _storage_problem(sqs: Any, s3: Any, settings: Settings) -> str | None:
-    """One line naming the bucket or queue this worker cannot reach, else None.
-
-    Checked before the (long) wait for the model, so a wrong name fails in seconds."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    attributes = {"AttributeNames": ["QueueArn"]}
-    checks: list[tuple[str, str, Callable[[], object]]] = [
-        (
-            "OUTPUT_BUCKET",
-            settings.output_bucket,
-            partial(s3.head_bucket, Bucket=settings.output_bucket),
-        ),
-        (
-            "QUEUE_URL",
-            settings.queue_url,
-            partial(sqs.get_queue_attributes, QueueUrl=settings.queue_url, **attributes),
-        ),
-        (
-            "DLQ_URL",
-            settings.dlq_url,
-            partial(sqs.get_queue_attributes, QueueUrl=settings.dlq_url, **attributes),
-        ),
-    ]
-    for name, value, check in checks:
-        try:
-            check()
-        except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
-            # The task role may only SendMessage to the DLQ (least privilege): denied is fine.
-            if name == "DLQ_URL" and code in ACCESS_DENIED:
-                continue
-            return f"{name}={value!r} cannot be used: {error}"
-        except BotoCoreError as error:
-            return f"{name}={value!r} cannot be reached: {error}"
-    return None
-
-
-def _speech_ready(speech: SpeechClient, settings: Settings, stop: threading.Event) -> bool:
-    """Waits for /health; False on timeout or when a stop signal comes first."""
-    log.info(
-        "worker %s waiting for the speech server at %s", settings.worker_id, settings.speech_url
+def _speech_client(settings: Settings) -> SpeechClient:
+    return SpeechClient(
+        settings.speech_url,
+        settings.speech_model,
+        settings.speech_task_type,
+        settings.speech_timeout_seconds,
+        settings.speech_retries,
+        settings.speech_chunk_chars,
     )
-    deadline = time.monotonic() + settings.health_timeout_seconds
-    while not speech.healthy():
-        if stop.wait(0.5):
-            return False
-        if time.monotonic() >= deadline:
-            log.error(
-                "speech server %s/health did not answer within %gs",
-                settings.speech_url,
-                settings.health_timeout_seconds,
-            )
-            return False
-    return True
 
 
-def main() -> int:
+def _ready(settings: Settings, sqs: Any, s3: Any, speech: SpeechClient) -> bool:
+    """Storage first (a wrong name fails in seconds, before the long wait for a model load),
+    then /health, then the voices and one test synthesis. False if a stop came first."""
+    budget = Budget(settings.health_timeout_seconds, _stop)
+    return (
+        check_storage(sqs, s3, settings, budget)
+        and check_health(speech, settings, budget)
+        and check_model(speech, settings, budget)
+    )
+
+
+def _configure_logging() -> None:
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -105,9 +96,10 @@ def main() -> int:
     )
     logging.getLogger("botocore").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+
+
+def main() -> int:
+    _configure_logging()
     try:
         settings = load_settings()
     except SettingsError as error:
@@ -118,30 +110,25 @@ def main() -> int:
     except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
         log.error("configuration error: cannot create AWS clients: %s", error)
         return EXIT_MISCONFIGURED
-    problem = _storage_problem(sqs, s3, settings)
-    if problem:
-        log.error("configuration error: %s", problem)
+    speech = _speech_client(settings)
+    try:
+        if not _ready(settings, sqs, s3, speech):
+            log.info("stopped during start-up")
+            return 0
+    except Misconfigured as error:
+        log.error("configuration error: %s", error)
         return EXIT_MISCONFIGURED
-    speech = SpeechClient(
-        settings.speech_url,
-        settings.speech_model,
-        settings.speech_task_type,
-        settings.speech_timeout_seconds,
-        settings.speech_retries,
-        settings.speech_chunk_chars,
-    )
-    if not _speech_ready(speech, settings, stop):
-        return 0 if stop.is_set() else EXIT_SPEECH_UNAVAILABLE
+    except StartupTimeout as error:
+        log.error("not ready after %gs: %s", settings.health_timeout_seconds, error)
+        return EXIT_NOT_READY
     protection = Protection(
         settings.ecs_agent_uri,
         settings.protection_expires_minutes,
         settings.protection_renew_seconds,
     )
-    worker = Worker(settings, sqs, s3, speech, protection, Metrics())
-    # Signals now drain the worker; one that came during start-up stops it at once.
-    signal.signal(signal.SIGTERM, lambda signum, frame: worker.request_stop())
-    signal.signal(signal.SIGINT, lambda signum, frame: worker.request_stop())
-    if stop.is_set():
+    worker = Worker(settings, sqs, s3, speech, protection, Metrics(stack=settings.stack_name))
+    _on_stop.append(worker.request_stop)  # signals now drain the worker
+    if _stop.is_set():  # one that came while it was being built stops it at once
         worker.request_stop()
     return worker.run()
 

@@ -3,22 +3,58 @@
 #
 # 1. `vllm serve "$MODEL" --omni --port 8091` starts in the background.
 # 2. Wait for its /health (a GPU model load takes about a minute; fail fast if it dies).
-# 3. Run `python -m worker` in the foreground of this script and forward SIGTERM/SIGINT to it.
-#    The worker drains (finishes in-flight jobs within stopTimeout, releases the rest) and
-#    only after it exits is vLLM stopped, so no in-flight synthesis loses its server.
-#    (A plain `exec python -m worker` would make the worker PID 1 but leave vLLM to be
-#    SIGKILLed with the container; supervising it here stops vLLM cleanly, in order.)
-# 4. Exit with the worker's exit code. If vLLM dies while the worker runs, the worker is
-#    stopped too, so ECS replaces the task instead of keeping a worker with no server.
+# 3. Run `python -m worker` and forward SIGTERM/SIGINT to it. The worker drains (finishes
+#    in-flight jobs, releases the rest) and only after it exits is vLLM stopped, so no
+#    in-flight synthesis loses its server. (A plain `exec python -m worker` would make the
+#    worker PID 1 but leave vLLM to be SIGKILLed with the container.)
+# 4. Exit with the worker's exit code, or 1 if vLLM died while the worker ran: the worker is
+#    then stopped too (it drains and exits 0), and ECS must see a failed task, not a clean
+#    stop, so that it replaces the task and counts the failure.
+#
+# The stop budget. ECS SIGKILLs the whole container stopTimeout seconds after SIGTERM, and
+# STOP_TIMEOUT_SECONDS (the task definition sets it to stopTimeout) is that whole budget.
+# vLLM gets VLLM_STOP_SECONDS of it (at most a quarter), the worker is handed the rest less
+# EXIT_SLACK_TENTHS×2 as its own STOP_TIMEOUT_SECONDS, and a worker still running when its
+# share is over is SIGKILLed, so the vLLM stop still fits: worker + vLLM ≤ stopTimeout.
+#
+# Durations may be given with decimals ("900", "12.5"): bash has integer arithmetic only, so
+# every one is read once into tenths of a second, and anything that is not a number of
+# seconds exits 2 with one line.
 set -uo pipefail
 
-MODEL="${SPEECH_MODEL:-${MODEL:-}}"
-PORT="${SPEECH_PORT:-8091}"
-HEALTH_TIMEOUT_SECONDS="${HEALTH_TIMEOUT_SECONDS:-900}"
-VLLM_STOP_SECONDS="${VLLM_STOP_SECONDS:-10}"
+EXIT_SLACK_TENTHS=5 # a SIGKILL, the reaping and this script's exit
 PYTHON="${PYTHON:-python3}"
 
 log() { echo "entrypoint: $*" >&2; }
+
+# tenths NAME DEFAULT -> REPLY: $NAME (or DEFAULT) in tenths of a second; exits 2 if not a number.
+tenths() {
+  local name=$1 value=${!1:-$2}
+  if [[ ! $value =~ ^[[:space:]]*([0-9]+)(\.([0-9]*))?[[:space:]]*$ ]]; then
+    log "$name='$value' must be a number of seconds"
+    exit 2
+  fi
+  local whole=${BASH_REMATCH[1]} digit=${BASH_REMATCH[3]:0:1}
+  REPLY=$((10#$whole * 10 + 10#${digit:-0}))
+}
+
+# now -> REPLY: a monotonic-enough clock in tenths ($EPOCHREALTIME without its separator,
+# which follows the locale, is microseconds).
+now() {
+  local micros=${EPOCHREALTIME//[!0-9]/}
+  REPLY=$((10#$micros / 100000))
+}
+
+seconds_text() { printf '%d.%d' $(($1 / 10)) $(($1 % 10)); } # tenths -> "12.5"
+
+MODEL="${SPEECH_MODEL:-${MODEL:-}}"
+PORT="${SPEECH_PORT:-8091}"
+tenths HEALTH_TIMEOUT_SECONDS 900 && health_timeout=$REPLY
+tenths STOP_TIMEOUT_SECONDS 120 && stop_total=$REPLY
+tenths VLLM_STOP_SECONDS 10 && vllm_stop=$REPLY
+((vllm_stop > stop_total / 4)) && vllm_stop=$((stop_total / 4))
+worker_stop=$((stop_total - vllm_stop - 2 * EXIT_SLACK_TENTHS))
+((worker_stop < 0)) && worker_stop=0 # the worker refuses a budget it cannot drain in
 
 if [[ -z "$MODEL" ]]; then
   log "SPEECH_MODEL (or MODEL) is not set"
@@ -27,8 +63,12 @@ fi
 
 worker_pid=""
 stopping=0
+stop_at=0
+vllm_died=0
 on_term() {
+  if ((stopping)); then return; fi
   stopping=1
+  now && stop_at=$REPLY
   if [[ -n "$worker_pid" ]]; then kill -TERM "$worker_pid" 2>/dev/null || true; fi
 }
 trap on_term TERM INT
@@ -36,11 +76,11 @@ trap on_term TERM INT
 vllm serve "$MODEL" --omni --port "$PORT" &
 vllm_pid=$!
 
+# stop_vllm TENTHS: SIGTERM, then SIGKILL once TENTHS have passed.
 stop_vllm() {
   kill -TERM "$vllm_pid" 2>/dev/null || return 0
-  local tenths=$((VLLM_STOP_SECONDS * 10))
-  for ((i = 0; i < tenths; i++)); do
-    if ! kill -0 "$vllm_pid" 2>/dev/null; then break; fi
+  now && local deadline=$((REPLY + $1))
+  while kill -0 "$vllm_pid" 2>/dev/null && now && ((REPLY < deadline)); do
     sleep 0.1
   done
   kill -KILL "$vllm_pid" 2>/dev/null || true
@@ -52,40 +92,80 @@ healthy() {
     "http://127.0.0.1:${PORT}/health" >/dev/null 2>&1
 }
 
-deadline=$((SECONDS + HEALTH_TIMEOUT_SECONDS))
-until healthy; do
-  if ((stopping)); then
-    log "stopped before the speech server was ready"
-    stop_vllm
-    exit 0
-  fi
-  if ! kill -0 "$vllm_pid" 2>/dev/null; then
-    log "speech server exited before /health answered"
-    exit 1
-  fi
-  if ((SECONDS >= deadline)); then
-    log "speech server not healthy after ${HEALTH_TIMEOUT_SECONDS}s"
-    stop_vllm
-    exit 1
-  fi
-  sleep 1
-done
-log "speech server healthy on :${PORT}; starting the worker"
+# A trapped signal interrupts `wait`, not `sleep`: pause without delaying a stop.
+pause() {
+  sleep "$1" &
+  wait $! 2>/dev/null
+}
 
-"$PYTHON" -m worker &
+wait_for_health() {
+  now && local deadline=$((REPLY + health_timeout))
+  until healthy; do
+    if ((stopping)); then
+      log "stopped before the speech server was ready"
+      stop_vllm "$vllm_stop"
+      exit 0
+    fi
+    if ! kill -0 "$vllm_pid" 2>/dev/null; then
+      log "speech server exited before /health answered"
+      exit 1
+    fi
+    if now && ((REPLY >= deadline)); then
+      log "speech server not healthy after $(seconds_text "$health_timeout")s"
+      stop_vllm "$vllm_stop"
+      exit 1
+    fi
+    pause 1
+  done
+}
+
+# Until the worker exits (its status in worker_status): notice vLLM dying while the worker
+# runs, and keep the worker inside its share of the stop budget once a stop has begun.
+supervise() {
+  local exited code
+  while kill -0 "$worker_pid" 2>/dev/null; do
+    if ((stopping)); then
+      now
+      if ((REPLY >= stop_at + stop_total - vllm_stop - EXIT_SLACK_TENTHS)); then
+        log "worker still running at the end of its stop budget; killing it"
+        kill -KILL "$worker_pid" 2>/dev/null || true
+        break
+      fi
+      pause 0.1
+      continue
+    fi
+    unset exited # wait -p leaves it unset when a signal ends the wait
+    wait -n -p exited 2>/dev/null # a child exited (its pid in exited), or a signal came
+    code=$?
+    if [[ "${exited:-}" == "$worker_pid" ]]; then
+      worker_status=$code
+    elif [[ "${exited:-}" == "$vllm_pid" ]] && ((!stopping)); then
+      log "speech server exited with ${code} while the worker ran; stopping the worker"
+      vllm_died=1
+      on_term
+    fi
+  done
+}
+
+wait_for_health
+log "speech server healthy on :${PORT}; starting the worker" \
+  "(stop budget $(seconds_text "$stop_total")s: worker $(seconds_text "$worker_stop")s," \
+  "vLLM $(seconds_text "$vllm_stop")s)"
+
+STOP_TIMEOUT_SECONDS=$(seconds_text "$worker_stop") "$PYTHON" -m worker &
 worker_pid=$!
 if ((stopping)); then kill -TERM "$worker_pid" 2>/dev/null || true; fi
-
-# `wait` returns early whenever a trapped signal arrives; keep waiting until the worker is gone.
-while kill -0 "$worker_pid" 2>/dev/null; do
-  wait -n 2>/dev/null || true
-  if ((!stopping)) && ! kill -0 "$vllm_pid" 2>/dev/null; then
-    log "speech server exited; stopping the worker"
-    on_term
-  fi
-done
-wait "$worker_pid"
-status=$?
+worker_status=""
+supervise
+if [[ -z "$worker_status" ]]; then
+  wait "$worker_pid"
+  worker_status=$?
+fi
+status=$worker_status
 log "worker exited with ${status}; stopping the speech server"
-stop_vllm
+stop_vllm "$vllm_stop"
+if ((vllm_died)); then
+  log "exiting 1: the speech server died while the worker ran"
+  exit 1
+fi
 exit "$status"

@@ -22,6 +22,16 @@ SPEECH_PORT = 8091
 DEFAULT_SPEECH_URL = f"http://127.0.0.1:{SPEECH_PORT}"
 # Not in _FIELDS: read with a botocore fallback below, but written under this one name.
 REGION_ENV = "AWS_REGION"
+# The `task_type` values vLLM-Omni accepts (OpenAICreateSpeechRequest.task_type, a Literal):
+# anything else is a 400 on every request, so it is refused here, at start.
+TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
+# The drain (DESIGN §5.6) keeps the last min(5 s, 20 %) of STOP_TIMEOUT_SECONDS to release
+# the messages it still holds (one ChangeMessageVisibilityBatch per 10: a round trip of
+# 20-100 ms in a region); below this much that release overruns the budget and ECS SIGKILLs
+# the worker with messages held for a whole visibility timeout.
+RELEASE_RESERVE_MAX_SECONDS = 5.0
+RELEASE_RESERVE_FRACTION = 0.2
+MIN_RELEASE_SECONDS = 0.5
 
 
 class SettingsError(ValueError):
@@ -57,6 +67,13 @@ class Settings:
     protection_renew_seconds: float = 1_800.0
 
     @property
+    def release_reserve_seconds(self) -> float:
+        """The end of the stop budget that the drain keeps for releasing what it holds."""
+        return min(
+            RELEASE_RESERVE_MAX_SECONDS, self.stop_timeout_seconds * RELEASE_RESERVE_FRACTION
+        )
+
+    @property
     def protection_tick_seconds(self) -> float:
         """How often the renewal timer looks: a renewal lands within renew + tick seconds of
         the last one, and a refused PUT is retried this often."""
@@ -87,6 +104,15 @@ def _text(raw: str) -> str:
     return raw
 
 
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in allowed:  # case matters: the server's Literal is exact
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return raw
+
+    return parse
+
+
 # env name -> (Settings field, parser, required)
 _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "QUEUE_URL": ("queue_url", _text, True),
@@ -95,7 +121,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "OUTPUT_PREFIX": ("output_prefix", _text, False),
     "SPEECH_URL": ("speech_url", _text, False),
     "SPEECH_MODEL": ("speech_model", _text, False),
-    "SPEECH_TASK_TYPE": ("speech_task_type", _text, False),
+    "SPEECH_TASK_TYPE": ("speech_task_type", _choice(*TASK_TYPES), False),
     "SPEECH_TIMEOUT_SECONDS": ("speech_timeout_seconds", _float(0.1), False),
     "SPEECH_RETRIES": ("speech_retries", _int(0, 10), False),
     "SPEECH_CHUNK_CHARS": ("speech_chunk_chars", _int(50, 1_000_000), False),
@@ -200,7 +226,24 @@ def _consistency(settings: Settings) -> list[str]:
             f"check interval {settings.protection_tick_seconds:g}s must be shorter than "
             f"PROTECTION_EXPIRES_MINUTES × 60 = {settings.protection_expires_minutes * 60}"
         )
+    problems.extend(_stop_budget(settings))
     for name, url in (("QUEUE_URL", settings.queue_url), ("DLQ_URL", settings.dlq_url)):
         if not url.startswith(("http://", "https://")):
             problems.append(f"{name}={url!r}: must be an SQS queue URL (https://…)")
     return problems
+
+
+MIN_STOP_TIMEOUT_SECONDS = MIN_RELEASE_SECONDS / RELEASE_RESERVE_FRACTION  # 2.5 s
+
+
+def _stop_budget(settings: Settings) -> list[str]:
+    """ECS SIGKILLs a task stopTimeout after SIGTERM. The rule: the drain's release reserve
+    must hold a release (MIN_RELEASE_SECONDS), i.e. STOP_TIMEOUT_SECONDS ≥ 2.5. The long poll
+    is not in it: the loop gives up on a poll at the stop and waits at most half the budget."""
+    if settings.release_reserve_seconds >= MIN_RELEASE_SECONDS:
+        return []
+    return [
+        f"STOP_TIMEOUT_SECONDS={settings.stop_timeout_seconds:g} is shorter than the shortest "
+        f"drain, {MIN_STOP_TIMEOUT_SECONDS:g}s: the drain keeps the last 20 % of it to release "
+        f"the messages it holds, and that takes up to {MIN_RELEASE_SECONDS:g}s"
+    ]

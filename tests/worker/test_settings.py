@@ -67,6 +67,14 @@ def test_protection_renewal_lands_before_the_expiry(visibility: str) -> None:
         ),
         ({"PROTECTION_EXPIRES_MINUTES": "3000"}, "must be between 1 and 2880"),
         ({"DLQ_URL": "jobs-dlq"}, "DLQ_URL='jobs-dlq': must be an SQS queue URL"),
+        (
+            {"SPEECH_TASK_TYPE": "customvoice"},  # the server's Literal is case-sensitive
+            "SPEECH_TASK_TYPE='customvoice': must be one of CustomVoice, VoiceDesign, Base",
+        ),
+        (  # the stack accepted 2: the drain's 20 % release reserve would be 0.4 s
+            {"STOP_TIMEOUT_SECONDS": "2"},
+            "STOP_TIMEOUT_SECONDS=2 is shorter than the shortest drain, 2.5s",
+        ),
         (  # renewed 3500 s after the last, seen up to a 100 s heartbeat later: past 3600 s
             {"PROTECTION_RENEW_SECONDS": "3500"},
             "PROTECTION_RENEW_SECONDS=3500 plus the renewal check interval 100s must be "
@@ -79,6 +87,22 @@ def test_each_problem_is_named(env: dict[str, str], problem: str) -> None:
         load_settings({**REQUIRED, **env})
     assert problem in str(error.value)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("task_type", ["CustomVoice", "VoiceDesign", "Base"])
+def test_the_servers_task_types_are_accepted(task_type: str) -> None:
+    assert load_settings({**REQUIRED, "SPEECH_TASK_TYPE": task_type}).speech_task_type == task_type
+
+
+@pytest.mark.parametrize(
+    ("stop", "reserve"), [("2.5", 0.5), ("10", 2.0), ("25", 5.0), ("120", 5.0)]
+)
+def test_the_stop_budget_keeps_a_release_reserve(stop: str, reserve: float) -> None:
+    # The long poll does not count against it (the loop gives up on a poll at the stop):
+    # the default 20 s wait goes with any budget the drain can meet.
+    settings = load_settings({**REQUIRED, "STOP_TIMEOUT_SECONDS": stop})
+    assert settings.release_reserve_seconds == pytest.approx(reserve)
+    assert settings.wait_time_seconds == 20
 
 
 def test_several_problems_on_one_line() -> None:
