@@ -128,3 +128,11 @@ def test_advice_is_typed_and_its_json_puts_the_point_beside_the_extras() -> None
         "extra_gpu_hours_vs_cheapest": rec.extra_gpu_hours_vs_cheapest,
         "extra_usd_vs_cheapest": rec.extra_usd_vs_cheapest,
     }
+
+
+def test_monthly_cost_is_the_trace_repeated_for_a_month_from_its_own_length() -> None:
+    trace_h = parse_trace("sparse:7:8").horizon_s / 3600.0
+    assert trace_h == 8.0
+    for point in sparse_report()["points"]:
+        # cost_usd is one run of the 8-hour trace (rounded to cents): 730 / 8 runs a month
+        assert abs(point["monthly_usd"] - point["cost_usd"] * 730 / trace_h) <= 0.005 * 730 / 8

@@ -102,11 +102,13 @@ def _run(
 
 
 def _points(
-    summaries: list[SimSummary], rates: CostRates, kappas: list[float | None]
+    summaries: list[SimSummary], rates: CostRates, kappas: list[float | None], trace_h: float
 ) -> list[Point]:
-    """Costs over one common period, so a longer idle tail is not spread over more hours."""
-    period_h = max(s.period_s for s in summaries) / 3600.0
-    floor = rates.floor_monthly_usd * period_h / HOURS_PER_MONTH
+    """Cost of one run of the trace (its GPU bill, idle tail included, plus the idle floor for
+    the trace's own length), and per month with the trace repeated back to back: scaling from
+    the longest simulated period instead would spread the bill over the tail's extra hours
+    and read low."""
+    floor = rates.floor_monthly_usd * trace_h / HOURS_PER_MONTH
     points = []
     for s, kappa in zip(summaries, kappas, strict=True):
         p95, gpu_usd, gpu_hours = s.latency.p95, s.cost.gpu_usd, s.cost.gpu_instance_hours
@@ -121,7 +123,7 @@ def _points(
                 p95_s=p95,
                 gpu_hours=gpu_hours,
                 cost_usd=round(cost, 2),
-                monthly_usd=round(cost * HOURS_PER_MONTH / period_h, 2),
+                monthly_usd=round(cost * HOURS_PER_MONTH / trace_h, 2),
             )
         )
     return points
@@ -148,7 +150,9 @@ def sweep(
             progress()
     controller = base.mode == "controller"
     kappas = [p.cold_start_work if controller else None for p in settings]
-    return _points(summaries, rates, kappas)
+    # A burst at t = 0 has no length of its own: it repeats once per simulated period.
+    length_s = trace.horizon_s or max(s.period_s for s in summaries)
+    return _points(summaries, rates, kappas, length_s / 3600.0)
 
 
 def pareto(points: list[Point]) -> list[Point]:
