@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tts_fleet.cli import look
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
 from tts_fleet.cost.text import cost_table
 from tts_fleet.sim import text as sim_text
@@ -265,11 +266,8 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
                   max_monthly_usd=max_monthly_usd, seed=o["seed"])  # fmt: skip
     # Each run costs ~0.35 s per 100,000 jobs: a week of traffic is a ~20 s sweep, so show it
     # on a terminal (scripts reading --json get clean streams).
-    if sys.stderr.isatty():
-        with click.progressbar(length=run_count(fleet), label="simulating", file=sys.stderr) as bar:
-            report = run(progress=lambda: bar.update(1))
-    else:
-        report = run()
+    with look.progress_bar(run_count(fleet), "simulating", not o["as_json"]) as advance:
+        report = run(progress=lambda: advance(1))
     if o["plot"]:
         from tts_fleet.sim.plots import frontier
 
