@@ -41,6 +41,9 @@ CUSTOM_VOICE_SPEAKERS = (
 OUTPUTS_PREFIX = "outputs/"
 FAILURES_PREFIX = "failures/"
 AUDIO_HASH_CHARS = 16
+# S3 user metadata on every manifest: the request's digest (Job.digest()), so a producer can
+# tell with a HEAD whether a manifest is that of the request it is about to send.
+MANIFEST_DIGEST_METADATA = "request-digest"
 # Message attributes of a dead-lettered job's copy in the DLQ: why it failed, and its id.
 DLQ_ERROR_ATTRIBUTE = "error"
 DLQ_JOB_ID_ATTRIBUTE = "job_id"

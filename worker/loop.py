@@ -35,6 +35,7 @@ from worker.heartbeat import (
 from worker.jobs import (
     DLQ_ERROR_ATTRIBUTE,
     DLQ_JOB_ID_ATTRIBUTE,
+    MANIFEST_DIGEST_METADATA,
     FailureRecord,
     InvalidJob,
     Job,
@@ -502,7 +503,7 @@ class Worker:
                 return None
             key = self._put_audio(job, audio, replacing=stored is not None)
             final = manifest.model_copy(update={"audio_key": key})
-            if self._swap_manifest(job.job_id, final.to_json(), stored):
+            if self._swap_manifest(job.job_id, final.to_json(), stored, job.digest()):
                 self._delete(task)
                 return final
         raise ManifestContended(f"manifest of {job.job_id} changed under {MAX_SWAPS} swaps")
@@ -523,14 +524,15 @@ class Worker:
         self._put(key, audio, content_type)
         return key
 
-    def _swap_manifest(self, job_id: str, body: bytes, stored: Stored | None) -> bool:
+    def _swap_manifest(self, job_id: str, body: bytes, stored: Stored | None, digest: str) -> bool:
         """Writes the manifest on the condition it was judged on; False if another writer
         changed it first. A 412 on a PUT whose own earlier try landed (its answer lost) finds
         this very body stored: that is this worker's success."""
         condition = {"IfMatch": stored.etag} if stored else {"IfNoneMatch": "*"}
         key = manifest_key(job_id, self.s.output_prefix)
+        metadata = {MANIFEST_DIGEST_METADATA: digest}
         try:
-            self._put(key, body, "application/json", **condition)
+            self._put(key, body, "application/json", Metadata=metadata, **condition)
             return True
         except ClientError as error:
             if error_code(error) not in (*PRECONDITION_FAILED, *NOT_FOUND):
@@ -550,7 +552,7 @@ class Worker:
         sent = sent_ms(task)
         return sent / 1000 if sent else task.received_at
 
-    def _put(self, key: str, body: bytes, content_type: str, **condition: str) -> None:
+    def _put(self, key: str, body: bytes, content_type: str, **condition: Any) -> None:
         self.s3.put_object(
             Bucket=self.s.output_bucket, Key=key, Body=body, ContentType=content_type, **condition
         )

@@ -35,22 +35,31 @@ REDRIVE_KEYS = {"dlq_url", "queue_url", "method", "moved", "skipped", "arrived_l
                 "duplicated", "fallback_reason", "task_handle"}  # fmt: skip
 
 
-def finish(stack: Stack, job_id: str, audio: bytes = b"RIFF-audio") -> None:
-    """What a worker leaves for a done job: audio first, then the manifest."""
+def finish(
+    stack: Stack, job_id: str, audio: bytes = b"RIFF-audio", text: str = "t", key: str = ""
+) -> None:
+    """What a worker leaves for a done job {"id": job_id, "text": text}: audio first (at
+    `key` if given, as for a re-made job), then the manifest naming it."""
     s3 = boto3.client("s3")
-    s3.put_object(Bucket=stack.bucket, Key=audio_key(job_id, "wav"), Body=audio)
+    job = Job(id=job_id, text=text)
+    key = key or audio_key(job_id, "wav")
+    s3.put_object(Bucket=stack.bucket, Key=key, Body=audio)
     manifest = Manifest(
-        id=job_id, request=Job(text="t").request(), audio_key=audio_key(job_id, "wav"),
+        id=job_id, request=job.request(), audio_key=key,
         duration_s=1.0, sample_rate=24_000, model="m", voice="Vivian", synth_s=0.5,
         queue_wait_s=0.1, attempts=1, pieces=1, worker="w", finished_at="2026-01-01T00:00:00Z",
+        request_hash=job.request_hash("m"),
     )  # fmt: skip
     s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=manifest.to_json())
 
 
-def fail(stack: Stack, job_id: str, error: str = "rejected by the speech server") -> None:
+def fail(
+    stack: Stack, job_id: str, error: str = "rejected by the speech server", text: str = "t"
+) -> None:
     record = FailureRecord(
         id=job_id, error=error, detail="Unknown voice 'Nobody'", attempts=1, message_id="m",
         worker="w", failed_at="2026-01-01T00:00:00Z",
+        request_digest=Job(id=job_id, text=text).digest(),
     )  # fmt: skip
     boto3.client("s3").put_object(
         Bucket=stack.bucket, Key=failure_key(job_id), Body=record.to_json()
@@ -124,6 +133,36 @@ def test_wait_exits_0_when_all_done_1_when_some_failed_4_on_timeout(
     summary.write_text(json.dumps({"ids": ["w0", "w1", "w3"]}))
     code, done = run_json("wait", str(summary), "--interval", "0.1")
     assert code == 0 and done["done"] == 3 and done["failed"] == {} and done["pending"] == []
+
+
+def jobs_file(path: Path, texts: dict[str, str]) -> str:
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in texts.items()))
+    return str(path)
+
+
+def test_wait_and_results_never_report_an_edited_jobs_old_audio(
+    stack: Stack, tmp_path: Path
+) -> None:
+    finish(stack, "e1", b"old audio", text="Typo.")
+    fail(stack, "e2", text="Bad voice.")  # the first version failed; the fix is pending
+    edited = jobs_file(tmp_path / "edited.jsonl", {"e1": "Fixed.", "e2": "Good voice."})
+    code, waited = run_json("wait", edited, "--timeout", "0.3", "--interval", "0.1")
+    assert code == ExitCode.TIMED_OUT and waited["pending"] == ["e1", "e2"]
+    assert waited["failed"] == {}
+    code, got = run_json("results", edited, "--out", str(tmp_path / "a"))
+    assert got["missing"] == ["e1", "e2"] and got["downloaded"] == 0
+    # The re-made job's audio lands under a key of its own; the manifest names it.
+    finish(stack, "e1", b"new audio", text="Fixed.", key=audio_key("e1", "wav", "", "ab" * 8))
+    code, waited = run_json("wait", edited, "--timeout", "0.3", "--interval", "0.1")
+    assert waited["done"] == 1 and waited["pending"] == ["e2"]
+    code, got = run_json("results", edited, "--out", str(tmp_path / "b"))
+    assert got["downloaded"] == 2 and got["missing"] == ["e2"]
+    assert (tmp_path / "b" / "e1.wav").read_bytes() == b"new audio"  # its own name, new audio
+    # The old input (or ids given by hand) still finds e1 done, with the audio there is.
+    old = jobs_file(tmp_path / "old.jsonl", {"e1": "Typo."})
+    assert run_json("wait", old, "--timeout", "0.3", "--interval", "0.1")[1]["pending"] == ["e1"]
+    code, got = run_json("results", "--id", "e1", "--out", str(tmp_path / "c"))
+    assert code == 0 and (tmp_path / "c" / "e1.wav").read_bytes() == b"new audio"
 
 
 def test_results_download_in_parallel_and_skip_what_is_present(

@@ -12,12 +12,19 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.lib.client_stack import Stack, depth, drain_bodies, queued_bodies, run, run_json
-from tts_fleet.client.submit import SEND_BATCH_MAX_BYTES, batches, preflight_queue, submit_jobs
+from tts_fleet.client.aws import Target
+from tts_fleet.client.submit import (
+    SEND_BATCH_MAX_BYTES,
+    batches,
+    existing_outputs,
+    preflight_queue,
+    submit_jobs,
+)
 from tts_fleet.exit_codes import ExitCode
-from worker.jobs import validate_job
+from worker.jobs import MANIFEST_DIGEST_METADATA, Job, manifest_key, validate_job
 
 SUBMIT_KEYS = {"queue_url", "total", "sent", "failed", "invalid", "duplicates", "calls", "ids",
-               "elapsed_s"}  # fmt: skip
+               "digests", "replaces", "already_done", "elapsed_s"}  # fmt: skip
 
 
 def write_jobs(path: Path, count: int) -> Path:
@@ -166,3 +173,55 @@ def test_a_producer_that_may_not_read_attributes_can_still_submit(stack: Stack) 
     preflight_queue(DeniedAttributes(boto3.client("sqs")), stack.queue_url)  # does not raise
     with pytest.raises(ClientError, match="NonExistentQueue"):
         preflight_queue(boto3.client("sqs"), stack.queue_url + "-missing")
+
+
+@pytest.mark.parametrize(
+    ("job", "reason"),
+    [
+        ({"text": "x", "voice": "Nobody"}, "voice: Value error, unknown voice 'Nobody'"),
+        ({"text": "x", "language": "Klingon"}, "language: Value error, unknown language"),
+        ({"text": "x", "instructions": "y" * 501}, "instructions: String should have at most 500"),
+        ({"text": "x", "speed": 4.5}, "speed: Input should be less than or equal to 4"),
+        ({"text": "x", "format": "opus"}, "format: Input should be"),
+    ],
+)
+def test_what_the_server_would_reject_is_rejected_before_sending(
+    stack: Stack, tmp_path: Path, job: dict, reason: str
+) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text(json.dumps({"text": "fine", "voice": "ryan"}) + "\n" + json.dumps(job))
+    code, summary = run_json("submit", str(source))
+    assert code == ExitCode.BAD_INPUT and depth(stack.queue_url) == 0
+    assert [(line["line"], line["reason"][: len(reason)]) for line in summary["invalid"]] == [
+        (2, reason)
+    ]
+
+
+def put_manifest(stack: Stack, job: Job, digest: str | None) -> None:
+    metadata = {MANIFEST_DIGEST_METADATA: digest} if digest else {}
+    boto3.client("s3").put_object(
+        Bucket=stack.bucket, Key=manifest_key(job.job_id), Body=b"{}", Metadata=metadata
+    )
+
+
+def test_submit_says_how_many_jobs_replace_an_existing_output(stack: Stack, tmp_path: Path) -> None:
+    jobs = [Job(id=f"c{n}", text=f"Chapter {n}, edited.") for n in range(4)]
+    put_manifest(stack, jobs[0], jobs[0].digest())  # this very request: done already
+    put_manifest(stack, jobs[1], Job(id="c1", text="Chapter 1.").digest())  # another request
+    put_manifest(stack, jobs[2], None)  # a manifest from before the digest: another request
+    source = tmp_path / "jobs.jsonl"
+    source.write_text("".join(job.body() + "\n" for job in jobs))
+    code, summary = run_json("submit", str(source))
+    assert code == 0 and (summary["replaces"], summary["already_done"]) == (2, 1)
+    assert summary["digests"] == {job.job_id: job.digest() for job in jobs}
+    text = run("submit", str(source)).stdout
+    assert "2 job(s) replace an existing output" in text and "1 job(s) already done" in text
+
+
+class DeniedHeads:
+    def head_object(self, **_: Any) -> dict[str, Any]:
+        raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
+
+
+def test_a_producer_that_may_not_read_the_bucket_gets_no_count_not_an_error() -> None:
+    assert existing_outputs(DeniedHeads(), Target(None, None, "b"), [Job(text="x")]) is None

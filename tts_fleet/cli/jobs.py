@@ -26,11 +26,17 @@ from tts_fleet.cli.options import json_flag, split_chars_option, target_flags, u
 from tts_fleet.client.aws import NoRegion, Target, client_for
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
-from tts_fleet.client.inputs import LoadedJobs, load_ids, load_jobs
-from tts_fleet.client.results import ResultsReport, download_results, outcomes, result_objects
+from tts_fleet.client.inputs import LoadedJobs, load_jobs, load_submitted
+from tts_fleet.client.results import (
+    OutcomeCache,
+    ResultsReport,
+    download_results,
+    outcomes,
+    result_objects,
+)
 from tts_fleet.client.stack import StackError, resolve_target
 from tts_fleet.client.status import find_dlq_url, oldest_age_s, queue_counts, service_counts
-from tts_fleet.client.submit import preflight_queue, submit_jobs
+from tts_fleet.client.submit import existing_outputs, preflight_queue, submit_jobs
 from tts_fleet.exit_codes import ExitCode
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
@@ -183,6 +189,7 @@ def submit(
         finish_submit(summary, as_json, ExitCode.BAD_INPUT)
     sqs = client_for("sqs")
     preflight_queue(sqs, queue_url)
+    note_existing(summary, target, loaded, threads)
     started = time.monotonic()
     with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
         report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
@@ -208,8 +215,22 @@ def submit_summary(queue_url: str, loaded: LoadedJobs) -> dict[str, Any]:
         "failed": {},
         "calls": 0,
         "ids": [],
+        "digests": loaded.digests,  # what `wait`/`results` check each manifest against
+        "replaces": None,  # ids whose existing output is another request's (None: unknown)
+        "already_done": None,  # ids whose output is this very request's
         "elapsed_s": 0.0,
     }
+
+
+def note_existing(
+    summary: dict[str, Any], target: Target, loaded: LoadedJobs, threads: int
+) -> None:
+    """How many jobs replace an existing output; nothing when the bucket cannot be read."""
+    if not (target.bucket and loaded.valid):
+        return
+    existing = existing_outputs(client_for("s3"), target, loaded.valid, threads)
+    if existing is not None:
+        summary.update(replaces=existing.replaces, already_done=existing.done)
 
 
 def finish_submit(summary: dict[str, Any], as_json: bool, code: int) -> None:
@@ -223,6 +244,10 @@ def finish_submit(summary: dict[str, Any], as_json: bool, code: int) -> None:
             f"SendMessageBatch call(s); {len(summary['failed'])} failed, "
             f"{len(summary['invalid'])} invalid, {summary['duplicates']} duplicate(s) dropped"
         )
+        if summary["replaces"]:
+            click.echo(f"{summary['replaces']} job(s) replace an existing output (edited)")
+        if summary["already_done"]:
+            click.echo(f"{summary['already_done']} job(s) already done: no synthesis")
     raise SystemExit(code)
 
 
@@ -348,16 +373,17 @@ def wait(
     need(target, "bucket")
     require_source(source)
     not_a_terminal(source)
-    ids = sorted(set(load_ids(source, split_chars=split_chars)))
+    submitted = load_submitted(source, split_chars=split_chars)
+    ids = sorted(submitted)
     if not ids:
         raise click.UsageError(f"no job ids in {source}")
     s3 = client_for("s3")
     started = time.monotonic()
-    known: dict[str, str] = {}
+    cache = OutcomeCache()  # each manifest and record read once per ETag
     with look.progress_bar(len(ids), "wait", not as_json) as advance:
         settled = 0
         while True:
-            done, failed = outcomes(s3, target, ids, known)
+            done, failed = outcomes(s3, target, ids, cache, digests=submitted)
             advance(len(done) + len(failed) - settled)
             settled = len(done) + len(failed)
             timed_out = time.monotonic() - started >= timeout
@@ -446,9 +472,10 @@ def results(
     """
     need(target, "bucket")
     require_source(source)
-    ids = list(job_ids) + (load_ids(source, split_chars=split_chars) if source else [])
+    submitted = load_submitted(source, split_chars=split_chars) if source else {}
+    ids = list(job_ids) + list(submitted)
     s3 = client_for("s3")
-    objects, missing = result_objects(s3, target, ids or None, id_prefix)
+    objects, missing = result_objects(s3, target, ids or None, id_prefix, submitted)
     with look.progress_bar(len(objects), "download", not as_json) as advance:
         report = download_results(s3, target, objects, out, threads=threads, progress=advance)
     joined = join_parts(out, ids or None) if join else None

@@ -1,8 +1,10 @@
 """Reading jobs for `submit`/`wait`: a JSONL file, a directory of .txt files, or stdin.
 
 Everything is validated before anything is sent, so one pass collects every invalid line
-with its line number. Ids are made explicit here (`Job.with_id()`), so the same input always
-yields the same ids and a re-run after a crash does no duplicate work.
+with its line number, against what the server would reject too: the CustomVoice model's
+voices, its languages, 500 characters of instructions, the speed range and the formats.
+Ids are made explicit here (`Job.with_id()`), so the same input always yields the same ids
+and a re-run after a crash does no duplicate work.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from tts_fleet.client.books import part_ids, split_text
-from worker.jobs import DEFAULT_MAX_TEXT_CHARS, InvalidJob, Job, validate_job
+from worker.jobs import (
+    CUSTOM_VOICE_SPEAKERS,
+    DEFAULT_MAX_TEXT_CHARS,
+    InvalidJob,
+    Job,
+    validate_job,
+)
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -50,6 +58,11 @@ class LoadedJobs:
     @property
     def ids(self) -> list[str]:
         return [job.job_id for job in self.valid]
+
+    @property
+    def digests(self) -> dict[str, str | None]:
+        """id -> the digest of its request: what `wait` and `results` check manifests by."""
+        return {job.job_id: job.digest() for job in self.valid}
 
 
 def load_jobs(
@@ -132,7 +145,7 @@ class _Collector:
             if self._too_long_for_one_job(merged):
                 jobs = self._parts(merged)
             else:
-                jobs = [validate_job(merged, self.max_text_chars).with_id()]
+                jobs = [self._validate(merged, self.max_text_chars).with_id()]
         except InvalidJob as error:
             reason = error.reason
             if "more than the limit" in reason and not self.split_chars:
@@ -148,14 +161,18 @@ class _Collector:
 
     def _parts(self, data: dict[str, Any]) -> list[Job]:
         """The source validated whole (for its id), then one job per piece of its text."""
-        whole = validate_job(data, max(len(data["text"]), self.max_text_chars)).with_id()
+        whole = self._validate(data, max(len(data["text"]), self.max_text_chars)).with_id()
         pieces = split_text(whole.text, int(self.split_chars or 0))
         ids = part_ids(whole.job_id, len(pieces))
         request = whole.model_dump()
         return [
-            validate_job({**request, "id": job_id, "text": piece}, self.max_text_chars)
+            self._validate({**request, "id": job_id, "text": piece}, self.max_text_chars)
             for job_id, piece in zip(ids, pieces, strict=True)
         ]
+
+    @staticmethod
+    def _validate(data: dict[str, Any], max_text_chars: int) -> Job:
+        return validate_job(data, max_text_chars, voices=CUSTOM_VOICE_SPEAKERS)
 
     def _accept(self, job: Job, source: str, line: int, where: str) -> None:
         seen = self._by_id.get(job.job_id)
@@ -191,19 +208,35 @@ def load_ids(
 ) -> list[str]:
     """Job ids from a `submit --json` summary (its "ids") or from the same input as the submit
     (its valid jobs; invalid lines were never sent; the same --split-chars gives the same parts)."""
+    return list(load_submitted(source, max_text_chars, split_chars))
+
+
+def load_submitted(
+    source: str | Path | None,
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    split_chars: int | None = None,
+) -> dict[str, str | None]:
+    """id -> request digest of what was submitted, in order: from a `submit --json` summary
+    (its "digests"; None for each id of a summary written before them) or from the input."""
     if source is not None and str(source) != STDIN and Path(source).is_file():
         summary = _submit_summary(Path(source))
         if summary is not None:
             return summary
-    return load_jobs(source, max_text_chars, split_chars=split_chars).ids
+    return load_jobs(source, max_text_chars, split_chars=split_chars).digests
 
 
-def _submit_summary(path: Path) -> list[str] | None:
+def _submit_summary(path: Path) -> dict[str, str | None] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, OSError):
         return None  # JSONL (many objects) or not text: read it as jobs instead
     ids = data.get("ids") if isinstance(data, dict) else None
-    if isinstance(ids, list) and all(isinstance(item, str) for item in ids):
-        return ids
-    return None
+    if not (isinstance(ids, list) and all(isinstance(item, str) for item in ids)):
+        return None
+    digests = data.get("digests")
+    known = digests if isinstance(digests, dict) else {}
+    return {job_id: _text_or_none(known.get(job_id)) for job_id in ids}
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

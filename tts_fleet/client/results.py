@@ -1,4 +1,10 @@
-"""Which jobs are done or failed (manifests and failure records) and downloading their outputs."""
+"""Which jobs are done or failed (manifests and failure records) and downloading their outputs.
+
+"Done" means a manifest made from the request that was submitted (`Manifest.made_from` the
+request's digest) when that digest is known: an edited job resubmitted under the same id is
+pending until its new manifest is swapped in, never reported done with the old audio. Without
+digests (ids given by hand, a summary from an older submit) any manifest counts.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
-from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, FailureRecord, failure_key
+from worker.jobs import (
+    FAILURES_PREFIX,
+    OUTPUTS_PREFIX,
+    FailureRecord,
+    Manifest,
+    failure_key,
+    manifest_key,
+)
+
+# job id -> the digest of the request submitted under it (None: not known, any manifest will do)
+Digests = dict[str, str | None]
+READ_ERRORS = (ClientError, BotoCoreError, ValueError)  # ValidationError is a ValueError
 
 
 def list_keys(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
@@ -22,36 +39,111 @@ def list_keys(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _ids_with_json(s3: Any, bucket: str, prefix: str) -> set[str]:
+def _json_etags(s3: Any, bucket: str, prefix: str) -> dict[str, str]:
+    """id -> ETag of every <prefix><id>.json."""
     return {
-        item["Key"][len(prefix) : -len(".json")]
+        item["Key"][len(prefix) : -len(".json")]: str(item.get("ETag", ""))
         for item in list_keys(s3, bucket, prefix)
         if item["Key"].endswith(".json")
     }
 
 
+@dataclass
+class OutcomeCache:
+    """What `outcomes` has read, by ETag, so polling reads each manifest and record once."""
+
+    manifests: dict[str, tuple[str, Manifest | None]] = field(default_factory=dict)
+    failures: dict[str, tuple[str, FailureRecord | None, str]] = field(default_factory=dict)
+
+
 def outcomes(
-    s3: Any, target: Target, ids: Sequence[str], known_failures: dict[str, str] | None = None
+    s3: Any,
+    target: Target,
+    ids: Sequence[str],
+    cache: OutcomeCache | dict[str, str] | None = None,
+    *,
+    digests: Digests | None = None,
 ) -> tuple[set[str], dict[str, str]]:
-    """(done ids, failed id -> error) among `ids`. A manifest wins over a failure record, since
-    a redriven job that then succeeds leaves its old failure record behind."""
+    """(done ids, failed id -> error) among `ids`. A matching manifest wins over a failure
+    record, since a redriven job that then succeeds leaves its old failure record behind; a
+    failure record of another request (an earlier version of an edited job) is not this
+    job's failure. An OutcomeCache kept across polls saves reading a manifest or record again
+    while its ETag is unchanged; a dict instead receives every failure reason read."""
+    known_failures = cache if isinstance(cache, dict) else None
+    cache = cache if isinstance(cache, OutcomeCache) else OutcomeCache()
+    digests = digests or {}
     wanted = set(ids)
-    done = wanted & _ids_with_json(s3, target.bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
-    failures = f"{target.prefix}{FAILURES_PREFIX}"
-    failed_ids = (wanted - done) & _ids_with_json(s3, target.bucket, failures)
-    cache = known_failures if known_failures is not None else {}
-    for job_id in failed_ids - cache.keys():
-        cache[job_id] = _failure_reason(s3, target, job_id)
-    return done, {job_id: cache[job_id] for job_id in failed_ids}
+    manifests = _json_etags(s3, target.bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
+    done = {
+        job_id
+        for job_id in wanted & manifests.keys()
+        if _made_from(s3, target, job_id, manifests[job_id], digests.get(job_id), cache)
+    }
+    records = _json_etags(s3, target.bucket, f"{target.prefix}{FAILURES_PREFIX}")
+    failed = {}
+    for job_id in (wanted - done) & records.keys():
+        if known_failures is not None and job_id in known_failures and not digests.get(job_id):
+            failed[job_id] = known_failures[job_id]  # read before, and no request to match
+            continue
+        record, reason = _failure(s3, target, job_id, records[job_id], cache)
+        if known_failures is not None:
+            known_failures[job_id] = reason
+        if _failure_of(record, digests.get(job_id)):
+            failed[job_id] = reason
+    return done, failed
+
+
+def _failure_of(record: FailureRecord | None, digest: str | None) -> bool:
+    """Whether the record is this submit's failure: unless both name their request and the
+    requests differ (unreadable or unparsed ones count, as they did before digests)."""
+    if record is None or digest is None or record.request_digest is None:
+        return True
+    return record.request_digest == digest
+
+
+def _made_from(
+    s3: Any, target: Target, job_id: str, etag: str, digest: str | None, cache: OutcomeCache
+) -> bool:
+    if digest is None:
+        return True
+    seen = cache.manifests.get(job_id)
+    if seen is None or seen[0] != etag:
+        seen = (etag, read_manifest(s3, target, job_id))
+        cache.manifests[job_id] = seen
+    return seen[1] is not None and seen[1].made_from(digest)
+
+
+def read_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
+    """The job's manifest, or None when it is missing or unreadable (not done)."""
+    try:
+        body = s3.get_object(Bucket=target.bucket, Key=manifest_key(job_id, target.prefix))
+        return Manifest.model_validate_json(body["Body"].read())
+    except READ_ERRORS:
+        return None
+
+
+def _failure(
+    s3: Any, target: Target, job_id: str, etag: str, cache: OutcomeCache
+) -> tuple[FailureRecord | None, str]:
+    seen = cache.failures.get(job_id)
+    if seen is None or seen[0] != etag:
+        seen = (etag, *_read_failure(s3, target, job_id))
+        cache.failures[job_id] = seen
+    return seen[1], seen[2]
 
 
 def _failure_reason(s3: Any, target: Target, job_id: str) -> str:
+    """The failure record's one-line reason (or why it cannot be read)."""
+    return _read_failure(s3, target, job_id)[1]
+
+
+def _read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | None, str]:
     try:
         body = s3.get_object(Bucket=target.bucket, Key=failure_key(job_id, target.prefix))
         record = FailureRecord.model_validate_json(body["Body"].read())
-    except (ClientError, BotoCoreError, ValueError) as error:  # ValidationError is a ValueError
-        return f"failure record unreadable: {error}"
-    return record.reason()
+    except READ_ERRORS as error:
+        return None, f"failure record unreadable: {error}"
+    return record, record.reason()
 
 
 # ---------------------------------------------------------------------------- results
@@ -69,22 +161,34 @@ class ResultsReport:
 
 
 def result_objects(
-    s3: Any, target: Target, ids: Sequence[str] | None, id_prefix: str = ""
+    s3: Any,
+    target: Target,
+    ids: Sequence[str] | None,
+    id_prefix: str = "",
+    digests: Digests | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The audio and manifest objects of done jobs (manifest present), and missing ids."""
+    """The manifest and the audio it names of each done job, and the ids not done.
+
+    Each object carries "Local", its file name: <id>.json and <id>.<format>, whatever key the
+    audio has in the bucket (a re-made job's is <id>.<hash>.<format>)."""
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
-    by_id: dict[str, list[dict[str, Any]]] = {}
-    for item in list_keys(s3, target.bucket, base + id_prefix):
-        job_id = item["Key"][len(base) :].rsplit(".", 1)[0]
-        by_id.setdefault(job_id, []).append(item)
-    done = {job_id for job_id, items in by_id.items() if any(_is_json(i) for i in items)}
-    wanted = set(ids) if ids is not None else done
-    objects = [item for job_id in sorted(wanted & done) for item in by_id[job_id]]
-    return objects, sorted(wanted - done)
-
-
-def _is_json(item: dict[str, Any]) -> bool:
-    return item["Key"].endswith(".json")
+    listed = {item["Key"]: item for item in list_keys(s3, target.bucket, base + id_prefix)}
+    present = {key[len(base) : -len(".json")] for key in listed if key.endswith(".json")}
+    wanted = set(ids) if ids is not None else present
+    digests = digests or {}
+    objects: list[dict[str, Any]] = []
+    missing = []
+    for job_id in sorted(wanted):
+        manifest = read_manifest(s3, target, job_id) if job_id in present else None
+        digest = digests.get(job_id)
+        audio = listed.get(manifest.audio_key) if manifest is not None else None
+        if manifest is None or audio is None or (digest and not manifest.made_from(digest)):
+            missing.append(job_id)
+            continue
+        fmt = manifest.audio_key.rsplit(".", 1)[-1]
+        objects.append({**listed[manifest_key(job_id, target.prefix)], "Local": f"{job_id}.json"})
+        objects.append({**audio, "Local": f"{job_id}.{fmt}"})
+    return objects, missing
 
 
 def download_results(
@@ -104,7 +208,7 @@ def download_results(
     lock = threading.Lock()
 
     def fetch(item: dict[str, Any]) -> None:
-        name = item["Key"].rsplit("/", 1)[-1]
+        name = item.get("Local") or item["Key"].rsplit("/", 1)[-1]
         try:
             outcome = _fetch_one(s3, target.bucket, item, directory / name, etags.get(name))
         except (ClientError, BotoCoreError, OSError) as error:

@@ -12,8 +12,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tts_fleet.client.aws import Target  # noqa: F401
-from worker.jobs import Job
+from tts_fleet.client.aws import Target
+from worker.jobs import MANIFEST_DIGEST_METADATA, Job, manifest_key
 
 # SQS limits (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/
 # quotas-messages.html): 10 entries per batch call and a batch payload limit. The limit
@@ -25,6 +25,52 @@ SEND_BATCH_MAX_BYTES = 262_144
 SEND_ATTEMPTS = 6
 BACKOFF_BASE_S = 0.2
 BACKOFF_CAP_S = 5.0
+
+
+@dataclass
+class Existing:
+    """What the bucket already holds for the jobs about to be sent."""
+
+    replaces: int = 0  # a manifest made from another request: the job will be made again
+    done: int = 0  # a manifest made from this very request: the worker skips the job
+
+
+def existing_outputs(
+    s3: Any, target: Target, jobs: Sequence[Job], threads: int = 8
+) -> Existing | None:
+    """HEADs each job's manifest. None when the producer may not read the bucket (the stack's
+    producer policy grants no s3:GetObject): submitting does not need it."""
+    existing = Existing()
+    lock = threading.Lock()
+
+    def look(job: Job) -> None:
+        made_from = _made_from(s3, target, job)
+        if made_from is None:
+            return
+        with lock:
+            if made_from:
+                existing.done += 1
+            else:
+                existing.replaces += 1
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            list(pool.map(look, jobs))
+    except (ClientError, BotoCoreError):
+        return None
+    return existing
+
+
+def _made_from(s3: Any, target: Target, job: Job) -> bool | None:
+    """None: no manifest; else whether it was made from this job's request (the digest the
+    worker stores as the manifest's metadata; a manifest without it is another request's)."""
+    try:
+        head = s3.head_object(Bucket=target.bucket, Key=manifest_key(job.job_id, target.prefix))
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+    return bool(head.get("Metadata", {}).get(MANIFEST_DIGEST_METADATA) == job.digest())
 
 
 @dataclass
