@@ -18,24 +18,37 @@ def _pyplot() -> Any:
     return plt
 
 
+# The local timeline's colours (tts_fleet/local/report.py), so the two pictures read alike.
+DESIRED = {"color": "black", "linestyle": "--"}
+RUNNING = {"color": "tab:orange"}
+OUTSTANDING = {"color": "tab:red"}
+COMPLETED = {"color": "tab:green"}
+LONG_TRACE_MINUTES = 180  # past three hours the axis reads in hours
+
+
 def timeline(results: list[SimResult], path: Path) -> None:
-    """Outstanding jobs, desired and running tasks, cumulative completions; one panel each."""
+    """Outstanding jobs, desired and running tasks, cumulative completions; one panel each,
+    the legend outside the data."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(7.5 * len(results), 4.4), squeeze=False)
     for ax, result in zip(axes[0], results, strict=True):
         s = result.summary
         minutes = [x.t / 60.0 for x in result.samples]
-        ax.step(minutes, [x.outstanding for x in result.samples], where="post",
-                label="outstanding jobs", color="tab:red")  # fmt: skip
-        ax.step(minutes, [x.completed for x in result.samples], where="post",
-                label="completed (cumulative)", color="tab:green")  # fmt: skip
-        ax.set_xlabel("minutes")
+        hours = bool(minutes) and minutes[-1] > LONG_TRACE_MINUTES
+        times = [m / 60.0 for m in minutes] if hours else minutes
+        ax.step(times, [x.outstanding for x in result.samples], where="post",
+                label="outstanding jobs", **OUTSTANDING)  # fmt: skip
+        ax.step(times, [x.completed for x in result.samples], where="post",
+                label="completed (cumulative)", **COMPLETED)  # fmt: skip
+        ax.set_xlabel("hours" if hours else "minutes")
         ax.set_ylabel("jobs")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
         tasks = ax.twinx()
-        tasks.step(minutes, [x.desired for x in result.samples], where="post",
-                   label="desired tasks", color="tab:blue", linestyle="--")  # fmt: skip
-        tasks.step(minutes, [x.running for x in result.samples], where="post",
-                   label="running tasks", color="tab:purple")  # fmt: skip
+        tasks.step(times, [x.desired for x in result.samples], where="post",
+                   label="desired tasks", **DESIRED)  # fmt: skip
+        tasks.step(times, [x.running for x in result.samples], where="post",
+                   label="running tasks", **RUNNING)  # fmt: skip
         tasks.set_ylabel("tasks")
         tasks.set_ylim(bottom=0, top=max(1, s.settings.max_workers) * 1.1)
         ax.set_title(
@@ -46,9 +59,10 @@ def timeline(results: list[SimResult], path: Path) -> None:
         )
         lines = ax.get_legend_handles_labels()
         more = tasks.get_legend_handles_labels()
-        ax.legend(lines[0] + more[0], lines[1] + more[1], loc="center right", fontsize=8)
+        ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper center",
+                  bbox_to_anchor=(0.5, -0.14), ncol=4, fontsize=8, frameon=False)  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -80,7 +94,8 @@ def frontier(report: Advice, path: Path) -> None:
     ax.set_ylabel("p95 latency, s")
     ax.set_yscale("symlog", linthresh=10)
     ax.set_title(f"{report.trace}: idleMinutes / hostIdleSeconds", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
