@@ -48,5 +48,7 @@ exports = {
     outputs.DASHBOARD_URL: platform.dashboard_url,
     outputs.ALERTS_TOPIC_ARN: platform.alerts_topic_arn,
 }
+if platform.controller_function_arn is not None:  # scaling.controller: lambda
+    exports[outputs.CONTROLLER_FUNCTION_ARN] = platform.controller_function_arn
 for name, value in exports.items():
     pulumi.export(name, value)

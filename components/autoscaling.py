@@ -6,6 +6,10 @@ while the alarm stays in ALARM, so the count follows the backlog up and down. A 
 `outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers. Schedules change
 min/max by cron.
 
+With `scaling.controller: lambda` (components/controller.py owns the count) only the target,
+its schedules and a safety net remain: one alarm that starts one worker if work waits with
+none running or wanted for SAFETY_NET_MINUTES.
+
 No target tracking and no CPU/GPU-utilisation policy (DESIGN §4): target tracking cannot leave
 zero tasks, because a per-task metric has no datapoint while no task runs, and utilisation
 says nothing about how much work is waiting. Scale-in never stops a busy task: workers hold
@@ -29,6 +33,10 @@ METRIC_PERIOD_SECONDS = 60
 # re-application that lets capacity follow the backlog down.
 POLICY_COOLDOWN_SECONDS = 60
 IDLE_THRESHOLD = 0
+# Controller mode: minutes of stranded work before the safety net starts a worker. The
+# controller reacts within seconds, so three minutes means it is not running.
+SAFETY_NET_MINUTES = 3
+STRANDED = "IF(visible >= 1 AND FILL(running, 0) == 0 AND FILL(desired, 0) == 0, 1, 0)"
 
 # A plain string or another resource's output (pydantic cannot validate pulumi.Input).
 StrInput = str | pulumi.Output
@@ -74,6 +82,43 @@ def outstanding_queries(queue_name: pulumi.Input[str]) -> list[dict]:
     ]
 
 
+def stranded_queries(
+    queue_name: pulumi.Input[str],
+    cluster_name: pulumi.Input[str],
+    service_name: pulumi.Input[str],
+) -> list[dict]:
+    """Metric math: 1 while jobs are visible and the service has no task running and none
+    wanted, else 0. Container Insights (on for the cluster, components/capacity.py) gives
+    the task counts; FILL counts a minute without a task datapoint as zero tasks."""
+
+    def metric(query_id: str, namespace: str, metric_name: str, dimensions: dict) -> dict:
+        return {
+            "id": query_id,
+            "return_data": False,
+            "metric": {
+                "namespace": namespace,
+                "metric_name": metric_name,
+                "dimensions": dimensions,
+                "period": METRIC_PERIOD_SECONDS,
+                "stat": "Maximum",
+            },
+        }
+
+    service = {"ClusterName": cluster_name, "ServiceName": service_name}
+    return [
+        metric("visible", "AWS/SQS", "ApproximateNumberOfMessagesVisible",
+               {"QueueName": queue_name}),
+        metric("running", "ECS/ContainerInsights", "RunningTaskCount", service),
+        metric("desired", "ECS/ContainerInsights", "DesiredTaskCount", service),
+        {
+            "id": "stranded",
+            "expression": STRANDED,
+            "label": "Jobs waiting, no worker running or wanted",
+            "return_data": True,
+        },
+    ]  # fmt: skip
+
+
 def step_adjustments(plan: BandPlan) -> list[dict]:
     """`bands()` as StepScaling adjustments; bounds are strings in the provider schema."""
     return [
@@ -107,6 +152,36 @@ class QueueAutoscaling(pulumi.ComponentResource):
             max_capacity=cfg.max_workers,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        if cfg.controller == "alarms":
+            scale_out, scale_out_alarm, idle, idle_alarm = self._alarms(name, target, args)
+            self.idle_policy_arn, self.idle_alarm_name = idle.arn, idle_alarm.name
+        else:
+            scale_out, scale_out_alarm = self._safety_net(name, target, args)
+            self.idle_policy_arn = self.idle_alarm_name = None  # type: ignore[assignment]
+        self._schedules(name, target, cfg)
+        self.target_resource_id = target.resource_id
+        self.scale_out_policy_arn = scale_out.arn
+        self.scale_out_alarm_name = scale_out_alarm.name
+        self.register_outputs(
+            {
+                "target_resource_id": self.target_resource_id,
+                "scale_out_policy_arn": self.scale_out_policy_arn,
+                "idle_policy_arn": self.idle_policy_arn,
+                "scale_out_alarm_name": self.scale_out_alarm_name,
+                "idle_alarm_name": self.idle_alarm_name,
+            }
+        )
+
+    def _alarms(
+        self, name: str, target: aws.appautoscaling.Target, args: QueueAutoscalingArgs
+    ) -> tuple[
+        aws.appautoscaling.Policy,
+        aws.cloudwatch.MetricAlarm,
+        aws.appautoscaling.Policy,
+        aws.cloudwatch.MetricAlarm,
+    ]:
+        """`scaling.controller: alarms`: the backlog bands and the idle rule, as above."""
+        cfg = args.scaling
         after_target = pulumi.ResourceOptions(parent=self, depends_on=[target])
         scale_out = self._policy(f"{name}-scale-out", target, step_adjustments(bands(cfg)), [])
         # metric - threshold = outstanding <= 0: one step up to 0 (inclusive below the
@@ -140,21 +215,36 @@ class QueueAutoscaling(pulumi.ComponentResource):
             alarm_actions=[idle.arn],
             opts=after_target,
         )
-        self._schedules(name, target, cfg)
-        self.target_resource_id = target.resource_id
-        self.scale_out_policy_arn = scale_out.arn
-        self.idle_policy_arn = idle.arn
-        self.scale_out_alarm_name = scale_out_alarm.name
-        self.idle_alarm_name = idle_alarm.name
-        self.register_outputs(
-            {
-                "target_resource_id": self.target_resource_id,
-                "scale_out_policy_arn": self.scale_out_policy_arn,
-                "idle_policy_arn": self.idle_policy_arn,
-                "scale_out_alarm_name": self.scale_out_alarm_name,
-                "idle_alarm_name": self.idle_alarm_name,
-            }
+        return scale_out, scale_out_alarm, idle, idle_alarm
+
+    def _safety_net(
+        self, name: str, target: aws.appautoscaling.Target, args: QueueAutoscalingArgs
+    ) -> tuple[aws.appautoscaling.Policy, aws.cloudwatch.MetricAlarm]:
+        """`scaling.controller: lambda`: the controller owns the count; this alarm starts one
+        worker if it does not (the function failing, throttled or gone): work visible while
+        no task runs and none is wanted, for SAFETY_NET_MINUTES. Desired 0 is part of the
+        condition, so ExactCapacity can only raise the count, never cancel a launch under
+        way (a cold start keeps running at 0 for ten minutes)."""
+        floor = max(1, args.scaling.min_workers)
+        steps = [{"metric_interval_lower_bound": "0", "scaling_adjustment": floor}]
+        policy = self._policy(f"{name}-safety-net", target, steps, [])
+        alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-safety-net",
+            alarm_description=(
+                f"Jobs waiting with no worker running or wanted for {SAFETY_NET_MINUTES} min: "
+                "the scaling controller is not acting; start one worker"
+            ),
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+            evaluation_periods=SAFETY_NET_MINUTES,
+            datapoints_to_alarm=SAFETY_NET_MINUTES,
+            metric_queries=stranded_queries(args.queue_name, args.cluster_name, args.service_name),
+            # No queue data is no waiting work.
+            treat_missing_data="notBreaching",
+            alarm_actions=[policy.arn],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[target]),
         )
+        return policy, alarm
 
     def _policy(
         self,

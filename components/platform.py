@@ -1,8 +1,8 @@
 """Platform: the whole stack from one StackConfig — the only thing `__main__.py` builds.
 
 Composes Network → JobQueue, OutputBucket, WorkerImage → GpuCapacity → WorkerService →
-QueueAutoscaling and Observability, and
-exposes what users and the operator tools need as Outputs.
+QueueAutoscaling (+ ScalingController with `scaling.controller: lambda`) and Observability,
+and exposes what users and the operator tools need as Outputs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ from pydantic import BaseModel, ConfigDict
 
 from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
 from components.capacity import GpuCapacity, GpuCapacityArgs
+from components.controller import (
+    ScalingController,
+    ScalingControllerArgs,
+    controller_params,
+    function_name,
+)
 from components.image import WorkerImage, WorkerImageArgs
 from components.network import Network, NetworkArgs
 from components.observability import Observability, ObservabilityArgs
@@ -48,6 +54,7 @@ class Platform(pulumi.ComponentResource):
     scale_out_alarm_name: pulumi.Output[str]
     dashboard_url: pulumi.Output[str]
     alerts_topic_arn: pulumi.Output[str]
+    controller_function_arn: pulumi.Output[str] | None  # None: scaling.controller is alarms
 
     def __init__(
         self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None
@@ -56,12 +63,21 @@ class Platform(pulumi.ComponentResource):
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
         # The provider's region (`aws:region`), looked up once for every component needing it.
         region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
+        controller_name = (
+            function_name(pulumi.get_project(), args.stack)
+            if cfg.scaling.controller == "lambda"
+            else None
+        )
         network = Network(
             f"{name}-network", NetworkArgs(config=cfg.network, region=region), opts=child
         )
         queue = JobQueue(
             f"{name}-queue",
-            JobQueueArgs(config=cfg.queue, producer_principal_arns=cfg.producers.principal_arns),
+            JobQueueArgs(
+                config=cfg.queue,
+                producer_principal_arns=cfg.producers.principal_arns,
+                controller_function_name=controller_name,
+            ),
             opts=child,
         )
         bucket = OutputBucket(
@@ -99,6 +115,39 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
         )
+        self.controller_function_arn = None
+        if controller_name is not None:
+            controller = ScalingController(
+                f"{name}-controller",
+                ScalingControllerArgs(
+                    stack=args.stack,
+                    function_name=controller_name,
+                    params=controller_params(cfg.scaling, cfg.worker.concurrency),
+                    queue_url=queue.queue_url,
+                    queue_arn=queue.queue_arn,
+                    cluster_name=capacity.cluster_name,
+                    cluster_arn=capacity.cluster_arn,
+                    service_name=service.service_name,
+                    bucket_name=bucket.bucket_name,
+                    bucket_arn=bucket.bucket_arn,
+                ),
+                # After the scalable target: the function reads its bounds.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[autoscaling]),
+            )
+            self.controller_function_arn = controller.function_arn
+        observability = Observability(
+            f"{name}-observability",
+            ObservabilityArgs(
+                stack=args.stack,
+                region=region,
+                queue_name=queue.queue_name,
+                dlq_name=queue.dlq_name,
+                cluster_name=capacity.cluster_name,
+                service_name=service.service_name,
+                alerts=cfg.alerts,
+            ),
+            opts=child,
+        )
         observability = Observability(
             f"{name}-observability",
             ObservabilityArgs(
@@ -128,6 +177,7 @@ class Platform(pulumi.ComponentResource):
                 "log_group_name": self.log_group_name,
                 "dashboard_url": self.dashboard_url,
                 "alerts_topic_arn": self.alerts_topic_arn,
+                "controller_function_arn": self.controller_function_arn,
             }
         )
 

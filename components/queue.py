@@ -3,9 +3,10 @@
 Both queues use SQS-managed SSE. The queue policy denies any request that is not over TLS and,
 when `producers.principalArns` is set, allows those principals to SendMessage. Same-account
 producers get access by attaching the exported producer policy (SendMessage + GetQueueUrl on
-this queue only). The queue policy adds access; it does not take any away, so an account
-principal whose own IAM policy allows sqs:SendMessage on `*` can still send. Another account's
-principals also need their own IAM policy for this queue's ARN.
+this queue only, and InvokeFunction on the scaling controller when the stack has one, so
+`tts-fleet submit` can wake it). The queue policy adds access; it does not take any away,
+so an account principal whose own IAM policy allows sqs:SendMessage on `*` can still send.
+Another account's principals also need their own IAM policy for this queue's ARN.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
+from components.controller import function_arn
 from components.iam import deny_insecure_transport
 from tts_fleet.spec.config import QueueConfig
 
@@ -31,6 +33,8 @@ class JobQueueArgs(BaseModel):
 
     config: QueueConfig
     producer_principal_arns: tuple[str, ...] = ()
+    # The scaling controller's function name (components/controller.py), or None (alarms).
+    controller_function_name: str | None = None
 
 
 class JobQueue(pulumi.ComponentResource):
@@ -82,13 +86,7 @@ class JobQueue(pulumi.ComponentResource):
             policy=pulumi.Output.json_dumps(
                 {
                     "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
-                            "Resource": queue.arn,
-                        }
-                    ],
+                    "Statement": self._producer_statements(queue.arn, args),
                 }
             ),
             opts=child,
@@ -105,6 +103,28 @@ class JobQueue(pulumi.ComponentResource):
                 "producer_policy_arn": self.producer_policy_arn,
             }
         )
+
+    @staticmethod
+    def _producer_statements(queue_arn: pulumi.Output[str], args: JobQueueArgs) -> list[dict]:
+        statements: list[dict] = [
+            {
+                "Effect": "Allow",
+                "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
+                "Resource": queue_arn,
+            }
+        ]
+        name = args.controller_function_name
+        if name is not None:
+            # The function's ARN from the queue's account and region: the function is built
+            # after this policy, with this fixed name.
+            statements.append(
+                {
+                    "Effect": "Allow",
+                    "Action": "lambda:InvokeFunction",
+                    "Resource": queue_arn.apply(lambda arn: function_arn(arn, name)),
+                }
+            )
+        return statements
 
     @staticmethod
     def _queue_policy(arn: pulumi.Output[str], principals: tuple[str, ...]) -> dict:

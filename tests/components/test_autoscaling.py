@@ -48,7 +48,9 @@ def program() -> None:
 
 
 def run(config: dict[str, Any]) -> RecordingMocks:
-    return run_program(program, config)
+    """The alarms design (`scaling.controller: alarms`), which these tests pin; controller
+    mode's safety net is in test_controller.py."""
+    return run_program(program, path_set(config, "scaling", "controller", "alarms"))
 
 
 def by_name(mocks: RecordingMocks, type_token: str, name: str) -> dict[str, Any]:

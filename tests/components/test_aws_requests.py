@@ -38,9 +38,18 @@ EXISTING = {
     "vpcId": "vpc-0abc12345",
     "subnetIds": ["subnet-0aaa11111", "subnet-0bbb22222"],
 }
+
+
+def alarms_mode(config: dict[str, Any]) -> dict[str, Any]:
+    """A stack file's config with `scaling.controller: alarms` (the step policies' design)."""
+    scaling = {**config.get("tts-fleet:scaling", {}), "controller": "alarms"}
+    return {**config, "tts-fleet:scaling": scaling}
+
+
 GRAPHS: dict[str, Callable[[], ApiShapedMocks]] = {
     "dev": lambda: record_main(stack_file_config("dev"), "dev"),
     "prod": lambda: record_main(stack_file_config("prod"), "prod"),
+    "alarms": lambda: record_main(alarms_mode(stack_file_config("prod")), "prod"),
     "endpoints": lambda: record_platform({"network": {"mode": "endpoints"}}),
     "existing": lambda: record_platform({"network": EXISTING, "worker": {"image": PREBUILT}}),
 }
@@ -64,6 +73,9 @@ LISTED_TYPES = {
     "aws:iam/rolePolicy:RolePolicy",
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
     "aws:iam/policy:Policy",
+    "aws:lambda/function:Function",
+    "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig",
+    "aws:scheduler/schedule:Schedule",
 }
 # Recorded types this test does not convert (yet). A type missing from both this set and the
 # converters fails `test_every_recorded_type_is_converted_or_named_here`: decide, do not drift.
@@ -93,7 +105,7 @@ NOT_CONVERTED = {
     "aws:ecr/lifecyclePolicy:LifecyclePolicy",
 }
 SERVICES = ("ecs", "application-autoscaling", "cloudwatch", "budgets", "ec2", "sqs", "s3",
-            "codebuild", "kms", "iam")  # fmt: skip
+            "codebuild", "kms", "iam", "lambda", "scheduler")  # fmt: skip
 
 
 @cache
@@ -157,6 +169,10 @@ def test_the_graphs_send_the_operations_each_type_maps_to() -> None:
         ("iam", "CreatePolicy"),
         ("iam", "CreateInstanceProfile"),
         ("iam", "AddRoleToInstanceProfile"),
+        ("lambda", "CreateFunction"),
+        ("lambda", "PutFunctionConcurrency"),
+        ("lambda", "PutFunctionEventInvokeConfig"),
+        ("scheduler", "CreateSchedule"),
     }
 
 
@@ -276,7 +292,8 @@ MUTATIONS: list[tuple[str, str, str, Callable[[dict[str, Any]], None], str]] = [
 def test_a_deliberate_mistake_is_reported(
     operation: str, source_part: str, change: Callable[[dict[str, Any]], None], expected: str
 ) -> None:
-    request = one(operation, source_part)
+    # The alarms design's graph: its step policies carry the band rules the mutations break.
+    request = one(operation, source_part, "alarms")
     assert problems(request) == []
     found = problems(mutated(request, change))
     assert any(expected in line for line in found), found

@@ -30,6 +30,19 @@ OUTPUT_BUCKET = {
     "aws:s3/bucketPolicy:BucketPolicy": 1,
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": 1,
 }
+# ScalingController (scaling.controller: lambda, the default): function, its async config,
+# log group, schedule, the function's and the scheduler's roles and policies.
+CONTROLLER = Counter(
+    {
+        "tts-fleet:controller:ScalingController": 1,
+        "aws:lambda/function:Function": 1,
+        "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": 1,
+        "aws:cloudwatch/logGroup:LogGroup": 1,
+        "aws:scheduler/schedule:Schedule": 1,
+        "aws:iam/role:Role": 2,
+        "aws:iam/rolePolicy:RolePolicy": 2,
+    }
+)
 CORE = Counter(
     {
         "tts-fleet:platform:Platform": 1,
@@ -55,11 +68,11 @@ CORE = Counter(
         # WorkerImage (its build parts are in BUILT_IMAGE)
         "tts-fleet:image:WorkerImage": 1,
         "tts-fleet:network:Network": 1,
-        # QueueAutoscaling: target, scale-out and idle policies, their two alarms
+        # QueueAutoscaling, controller mode: target, safety-net policy and alarm
         "tts-fleet:autoscaling:QueueAutoscaling": 1,
         "aws:appautoscaling/target:Target": 1,
-        "aws:appautoscaling/policy:Policy": 2,
-        "aws:cloudwatch/metricAlarm:MetricAlarm": 2 + 2,  # + Observability's DLQ and age alarms
+        "aws:appautoscaling/policy:Policy": 1,
+        "aws:cloudwatch/metricAlarm:MetricAlarm": 1 + 2,  # + Observability's DLQ and age alarms
         # Observability: key, topic, topic policy, dashboard
         "tts-fleet:observability:Observability": 1,
         "aws:kms/key:Key": 1,
@@ -68,6 +81,7 @@ CORE = Counter(
         "aws:cloudwatch/dashboard:Dashboard": 1,
     }
 ) + Counter(OUTPUT_BUCKET)
+CORE += CONTROLLER
 # What Pulumi.prod.yaml adds: two schedules, an alert email and a monthly budget.
 PROD_EXTRAS = Counter(
     {
@@ -178,6 +192,7 @@ def test_main_exports_the_stack_outputs() -> None:
         "dashboardUrl": "https://us-east-1.console.aws.amazon.com/cloudwatch/home"
         "?region=us-east-1#dashboards:name=tts-fleet-dev",
         "alertsTopicArn": "arn:aws:sns:us-east-1:123456789012:tts-fleet-observability-alerts",
+        "controllerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:tts-fleet-dev-controller",
     }
 
 

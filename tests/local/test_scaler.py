@@ -10,19 +10,23 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from tests.lib.local_cli import CLI, RUN_TIMEOUT
 from tts_fleet.local.agent import EcsAgent
 from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
-from tts_fleet.local.scaler import Scaler, Tick
+from tts_fleet.local.scaler import ControllerScaler, Scaler, Tick
+from tts_fleet.spec.controller import SAMPLE_INTERVAL_S, ControllerParams
 from tts_fleet.spec.policy import Scaling
 
 pytestmark = pytest.mark.processes
@@ -79,6 +83,43 @@ def make_scaler(agent: EcsAgent, tmp_path: Path) -> Iterator:  # type: ignore[ty
     for pool in pools:
         pool.shutdown(lambda: True)
     for log in events:
+        log.close()
+
+
+def controller_params(**changes: Any) -> ControllerParams:
+    values: dict[str, Any] = {
+        "min_workers": 0,
+        "max_workers": 3,
+        "jobs_per_worker": 4,
+        "idle_minutes": 2,
+        # κ = 0: every band's worker is worth starting, so these tests pin the loop (clock,
+        # pool, log), not the policy's cold-start economics (tests/test_controller_policy.py).
+        "cold_start_work": 0.0,
+        "cold_start_s": 60.0,
+        "seconds_per_job": 1.0,
+    }
+    return ControllerParams(**{**values, **changes})
+
+
+@pytest.fixture
+def make_controller(agent: EcsAgent, tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+    pools: list[WorkerPool] = []
+    logs: list[EventLog] = []
+
+    def make(
+        params: ControllerParams, outstanding: list[int], cold_start_ticks: int = 0
+    ) -> ControllerScaler:
+        log = EventLog(tmp_path / "events.jsonl")
+        logs.append(log)
+        pool = WorkerPool(os.environ, agent, tmp_path / "logs", 2.0, log, command=SLEEPER)
+        pools.append(pool)
+        script = Script(outstanding)
+        return ControllerScaler(params, pool, script, lambda: 0, log, cold_start_ticks)
+
+    yield make
+    for pool in pools:
+        pool.shutdown(lambda: True)
+    for log in logs:
         log.close()
 
 
@@ -195,3 +236,96 @@ def test_settled_once_drained_at_the_minimum_with_nothing_in_motion(make_scaler)
     assert not scaler.settled(draining) or draining.stopping == draining.running == 0
     wait_exited(scaler)
     assert scaler.settled(scaler.step())
+
+
+# ---- controller mode: the deployed controller's loop, one 10-s sample per step ----------
+
+
+def test_the_controller_samples_six_times_a_tick_and_starts_a_worker_for_a_new_job(
+    make_controller,  # type: ignore[no-untyped-def]
+) -> None:
+    # Idle for three samples, then one job lands: the next sample (10 s later on the
+    # fleet's own clock) starts a worker.
+    scaler = make_controller(controller_params(), [0, 0, 0, 1])
+    samples = run(scaler, 4)
+    assert [s.minute for s in samples] == pytest.approx([1 / 6, 2 / 6, 3 / 6, 4 / 6])
+    assert [(s.outstanding, s.desired, s.running) for s in samples] == [
+        (0, 0, 0), (0, 0, 0), (0, 0, 0), (1, 1, 1)
+    ]  # fmt: skip
+    assert {s.alarm for s in samples} == {"controller"}
+    assert samples[-1].reason  # the policy says why, and the timeline shows it
+    assert (samples[-1].minute - samples[-2].minute) * 60 == pytest.approx(SAMPLE_INTERVAL_S)
+    assert ControllerScaler.interval_ticks == pytest.approx(SAMPLE_INTERVAL_S / 60)
+
+
+def test_the_controller_releases_to_min_workers_after_the_idle_window(
+    make_controller,  # type: ignore[no-untyped-def]
+) -> None:
+    params = controller_params(idle_minutes=1)
+    scaler = make_controller(params, [12, 0])
+    first = scaler.step()
+    assert (first.desired, first.running) == (3, 3)  # ceil(12 / 4), no cold start here
+    # Empty from the second sample on: at most one stays warm, none once a minute (six
+    # samples) has passed; the decisions say so.
+    samples = run(scaler, 8)
+    assert samples[0].desired <= 1
+    assert samples[-1].desired == params.min_workers
+    wait_exited(scaler)  # type: ignore[arg-type]
+    assert scaler.settled(scaler.step())
+
+
+def test_controller_cold_starts_count_in_samples(make_controller) -> None:  # type: ignore[no-untyped-def]
+    scaler = make_controller(controller_params(), [4], cold_start_ticks=1)
+    samples = run(scaler, 7)
+    # One tick of cold start = six 10-s samples pending, then running.
+    assert [s.pending for s in samples] == [1] * 6 + [0]
+    assert samples[-1].running == 1
+
+
+def test_controller_decisions_are_logged_with_the_reason(make_controller, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    scaler = make_controller(controller_params(), [5])
+    run(scaler, 2)
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    logged = [d for d in map(json.loads, lines) if d["event"] == "decision"]
+    assert [(d["tick"], d["outstanding"], d["desired"], d["alarm"]) for d in logged] == [
+        (1, 5, 2, "controller"),
+        (2, 5, 2, "controller"),
+    ]
+    assert all(d["reason"] for d in logged) and logged[1]["minute"] == pytest.approx(2 / 6)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT)
+def test_a_job_submitted_into_an_idle_local_controller_fleet_is_seen_within_10_s(
+    start,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """The whole local fleet in controller mode (the default stack's), idle until a job is
+    sent from another process: the first sample after it arrives starts a worker, one
+    sample (10 s of the fleet's clock) after the last one that saw an empty queue."""
+    run_ = start("--keep-running", "--tick", "0.6", "--idle-ticks", "1")
+    run_.wait_for(lambda e: e["event"] == "decision" and e["tick"] >= 3)
+    assert "TTS_FLEET_BUCKET=" in run_.stdout()  # printed before the first sample
+    env = {**os.environ, **connection_env(run_.stdout())}
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"id": "c1", "text": "Hello there."}\n')
+    sent = subprocess.run(
+        [*CLI, "submit", str(source)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert sent.returncode == 0, sent.stderr
+    seen = run_.wait_for(lambda e: e["event"] == "decision" and e["outstanding"] >= 1)
+    before = [
+        e for e in run_.events() if e["event"] == "decision" and e["tick"] == seen["tick"] - 1
+    ]
+    assert before and (before[0]["outstanding"], before[0]["desired"]) == (0, 0)
+    assert (seen["minute"] - before[0]["minute"]) * 60 == pytest.approx(SAMPLE_INTERVAL_S)
+    assert seen["desired"] >= 1 and seen["alarm"] == "controller"
+    run_.wait_for(lambda e: e["event"] == "decision" and e["completed"] == 1)
+    run_.proc.send_signal(signal.SIGTERM)
+    code, _, stderr = run_.finish(timeout=60)
+    assert code == 0, stderr
+
+
+def connection_env(stdout: str) -> dict[str, str]:
+    """The `export K=V` lines `--keep-running` prints for other terminals."""
+    pairs = [line.strip().removeprefix("export ") for line in stdout.splitlines()]
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair and pair[:1].isupper())

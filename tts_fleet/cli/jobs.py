@@ -36,7 +36,12 @@ from tts_fleet.client.results import (
 )
 from tts_fleet.client.stack import StackError, resolve_target
 from tts_fleet.client.status import find_dlq_url, oldest_age_s, queue_counts, service_counts
-from tts_fleet.client.submit import existing_outputs, preflight_queue, submit_jobs
+from tts_fleet.client.submit import (
+    existing_outputs,
+    invoke_controller,
+    preflight_queue,
+    submit_jobs,
+)
 from tts_fleet.exit_codes import ExitCode
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
@@ -194,6 +199,10 @@ def submit(
     with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
         report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
     sent = set(report.sent)
+    if sent and target.controller_arn:
+        warning = invoke_controller(client_for("lambda"), target.controller_arn)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
     summary.update(
         sent=len(sent),
         failed=report.failed,

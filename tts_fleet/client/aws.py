@@ -25,6 +25,7 @@ class Target:
     prefix: str = ""
     cluster: str | None = None
     service: str | None = None
+    controller_arn: str | None = None  # the scaling controller (scaling.controller: lambda)
 
 
 @cache

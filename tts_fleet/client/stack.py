@@ -27,6 +27,7 @@ OUTPUT_DLQ_URL = outputs.DLQ_URL
 OUTPUT_BUCKET = outputs.BUCKET_NAME
 OUTPUT_CLUSTER = outputs.CLUSTER_NAME
 OUTPUT_SERVICE = outputs.SERVICE_NAME
+OUTPUT_CONTROLLER = outputs.CONTROLLER_FUNCTION_ARN  # absent with scaling.controller: alarms
 READ_OUTPUTS = (OUTPUT_QUEUE_URL, OUTPUT_DLQ_URL, OUTPUT_BUCKET, OUTPUT_CLUSTER, OUTPUT_SERVICE)
 PULUMI_TIMEOUT_S = 60
 
@@ -75,6 +76,7 @@ def resolve_target(
         prefix=prefix,
         cluster=outputs.get(OUTPUT_CLUSTER),
         service=outputs.get(OUTPUT_SERVICE),
+        controller_arn=outputs.get(OUTPUT_CONTROLLER),
     )
 
 

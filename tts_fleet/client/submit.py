@@ -1,4 +1,5 @@
-"""Submitting jobs: SendMessageBatch within SQS's limits, only failed entries retried."""
+"""Submitting jobs: SendMessageBatch within SQS's limits, only failed entries retried; then
+a nudge to the stack's scaling controller, so a job sent to an idle fleet is seen at once."""
 
 from __future__ import annotations
 
@@ -169,3 +170,21 @@ def preflight_queue(sqs: Any, queue_url: str) -> None:
     except ClientError as error:
         if "AccessDenied" not in error.response.get("Error", {}).get("Code", ""):
             raise
+
+
+def invoke_controller(lambda_client: Any, function_arn: str) -> str | None:
+    """Asks the scaling controller to look now (asynchronously: the submit does not wait for
+    it); the minute schedule would see the jobs anyway, so a failure is a warning, returned
+    as one line, never an error. None when the invoke was accepted."""
+    try:
+        lambda_client.invoke(
+            FunctionName=function_arn,
+            InvocationType="Event",
+            Payload=b'{"source":"tts-fleet submit"}',
+        )
+    except (ClientError, BotoCoreError) as error:
+        return (
+            f"could not wake the scaling controller ({error}); "
+            "it samples the queue within a minute anyway"
+        )
+    return None

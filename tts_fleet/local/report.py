@@ -87,8 +87,13 @@ def audio_seconds(manifests: Sequence[Manifest]) -> float:
     return sum(m.duration_s or 0.0 for m in manifests)
 
 
+# Controller mode: at most this many decision labels, so a long run stays readable.
+MAX_DECISION_LABELS = 12
+
+
 def write_timeline(samples: Sequence[Tick], path: Path, title: str) -> Path:
-    """Backlog, in flight and completed over time above desired and running workers."""
+    """Backlog, in flight and completed over time above desired and running workers; in
+    controller mode, each change of the controller's reason is labelled where it happened."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display here, and none needed
@@ -111,8 +116,13 @@ def write_timeline(samples: Sequence[Tick], path: Path, title: str) -> Path:
     return path
 
 
+def _clock(samples: Sequence[Tick]) -> list[float]:
+    """The x axis: the scaler's own clock in minutes (ticks), whatever its sampling."""
+    return [s.minute or float(s.tick) for s in samples]
+
+
 def _jobs_panel(axes: Any, samples: Sequence[Tick]) -> None:
-    ticks = [s.tick for s in samples]
+    ticks = _clock(samples)
     outstanding = [s.outstanding for s in samples]
     axes.fill_between(ticks, outstanding, step="post", alpha=0.3, label="outstanding")
     axes.step(ticks, [s.in_flight for s in samples], where="post", label="in flight")
@@ -121,7 +131,7 @@ def _jobs_panel(axes: Any, samples: Sequence[Tick]) -> None:
 
 
 def _workers_panel(axes: Any, samples: Sequence[Tick]) -> None:
-    ticks = [s.tick for s in samples]
+    ticks = _clock(samples)
     desired = [s.desired for s in samples]
     running = [s.running for s in samples]
     axes.step(ticks, desired, where="post", linestyle="--", color="black", label="desired")
@@ -137,5 +147,24 @@ def _workers_panel(axes: Any, samples: Sequence[Tick]) -> None:
     idle = next((s.tick for s in samples if s.alarm == "idle" and s.tick > 1), None)
     if idle is not None:
         axes.axvline(idle, color="grey", linestyle=":", label="idle alarm")
+    _decision_labels(axes, samples, ticks)
     axes.set_ylabel("workers")
     axes.set_xlabel("tick (one tick = one CloudWatch minute)")
+
+
+def decision_changes(samples: Sequence[Tick]) -> list[int]:
+    """Indexes of the samples whose controller reason differs from the one before."""
+    changes = [i for i, s in enumerate(samples) if s.reason and (
+        i == 0 or s.reason != samples[i - 1].reason)]  # fmt: skip
+    return changes[:MAX_DECISION_LABELS]
+
+
+def _decision_labels(axes: Any, samples: Sequence[Tick], clock: Sequence[float]) -> None:
+    changes = decision_changes(samples)
+    if not changes:
+        return
+    xs, ys = [clock[i] for i in changes], [samples[i].desired for i in changes]
+    axes.scatter(xs, ys, marker="o", s=18, color="black", zorder=3, label="controller decision")
+    for x, y, i in zip(xs, ys, changes, strict=True):
+        axes.annotate(samples[i].reason, (x, y), xytext=(3, 6), textcoords="offset points",
+                      fontsize="x-small", rotation=30)  # fmt: skip

@@ -2,13 +2,15 @@
 
 Real here: the worker processes, the `tts_fleet/spec/policy.py` decisions, SQS and S3 semantics
 (moto over HTTP), speech (espeak-ng), the worker's task-protection calls. Stood in for:
-the GPU model (the local speech server), CloudWatch + Application Auto Scaling (the local
-scaler, one tick per CloudWatch minute) and the ECS control plane (the worker pool and a
-stand-in agent endpoint).
+the GPU model (the local speech server), what sets the desired count (the local scaler: the
+alarms, one tick per CloudWatch minute, or the controller's 10-s samples, as the stack's
+`scaling.controller` says) and the ECS control plane (the worker pool and a stand-in agent
+endpoint).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -28,9 +30,11 @@ from tts_fleet.local.events import EventLog
 from tts_fleet.local.finish import collect
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.report import Summary
-from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, Scaler, Tick
+from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, ControllerScaler, Scaler, Tick
 from tts_fleet.local.view import LiveView
+from tts_fleet.spec.autoscaler import PERIOD_S
 from tts_fleet.spec.config import StackConfig, load_stack_file, stack_file
+from tts_fleet.spec.controller import ControllerParams
 from worker.jobs import OUTPUTS_PREFIX, Job
 from worker.settings import worker_env
 
@@ -48,6 +52,11 @@ SPEECH_START_TIMEOUT_SECONDS = 60.0
 WORKER_HEALTH_TIMEOUT_SECONDS = 60
 # Like an ECS service stuck restarting failing tasks: give up and show the log instead.
 MAX_CRASHES_WITHOUT_PROGRESS = 5
+# Controller mode's timings in wall time, which the policy sees on the fleet's own clock
+# (a tick is a minute): an espeak job (a demo sentence takes well under this) and a worker
+# process's start (imports and health checks) when no --cold-start-ticks are added.
+LOCAL_JOB_WALL_S = 0.5
+LOCAL_BOOT_WALL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class LocalOptions:
     max_workers: int | None = None
     jobs_per_worker: int | None = None
     idle_ticks: int | None = None
+    controller: str | None = None  # "lambda" | "alarms": overrides scaling.controller
     tick: float = 1.0
     cold_start_ticks: int = 0
     backend: str = "espeak"
@@ -85,6 +95,7 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         "maxWorkers": options.max_workers,
         "jobsPerWorker": options.jobs_per_worker,
         "idleMinutes": options.idle_ticks,
+        "controller": options.controller,
     }
     raw["scaling"].update({key: value for key, value in overrides.items() if value is not None})
     if options.max_workers is not None:
@@ -184,15 +195,19 @@ class LocalRun:
             self.worker_env(), self.agent, self.log_dir, self.options.stop_timeout, self.events
         )
         stack.callback(self.pool.shutdown, lambda: True)  # on an error: no drain, no orphans
-        self.scaler = Scaler(
-            self.cfg.scaling,
-            self.pool,
-            lambda: local_aws.queue_counts(self.aws),
-            self._completed,
-            self.events,
-            self.options.cold_start_ticks,
-            metric_lag_s=LOCAL_METRIC_LAG_S,
-        )
+        self.scaler = self._scaler()
+
+    def _scaler(self) -> Scaler | ControllerScaler:
+        """What the stack's `scaling.controller` deploys: the alarms or the controller."""
+        counts = functools.partial(local_aws.queue_counts, self.aws)
+        ticks = self.options.cold_start_ticks
+        if self.cfg.scaling.controller == "alarms":
+            return Scaler(
+                self.cfg.scaling, self.pool, counts, self._completed, self.events, ticks,
+                metric_lag_s=LOCAL_METRIC_LAG_S,
+            )  # fmt: skip
+        params = local_controller_params(self.cfg, self.options)
+        return ControllerScaler(params, self.pool, counts, self._completed, self.events, ticks)
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -245,7 +260,8 @@ class LocalRun:
                 self._check_health(view, sample)
                 if not self.options.keep_running and self.scaler.settled(sample):
                     return
-                if self.stopper.stop.wait(self.options.tick):
+                # A tick (--tick seconds) per alarm evaluation; a sixth of one per sample.
+                if self.stopper.stop.wait(self.options.tick * self.scaler.interval_ticks):
                     return
 
     def _fetch_finished(self) -> None:
@@ -282,6 +298,19 @@ class LocalRun:
             "TTS_FLEET_DLQ_URL": self.aws.dlq_url,
             "TTS_FLEET_BUCKET": self.aws.bucket,
         }
+
+
+def local_controller_params(cfg: StackConfig, options: LocalOptions) -> ControllerParams:
+    """The policy's parameters on the fleet's own clock, where one tick is a minute: the
+    cold start is --cold-start-ticks minutes (at least a process start); wall seconds scale
+    by 60 / --tick."""
+    clock_per_wall_s = PERIOD_S / options.tick
+    return ControllerParams.from_config(
+        cfg.scaling,
+        cold_start_s=max(options.cold_start_ticks * PERIOD_S, LOCAL_BOOT_WALL_S * clock_per_wall_s),
+        seconds_per_job=LOCAL_JOB_WALL_S * clock_per_wall_s / cfg.worker.concurrency,
+        concurrency=cfg.worker.concurrency,
+    )
 
 
 def summary_json(summary: Summary) -> str:

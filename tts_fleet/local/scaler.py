@@ -1,10 +1,15 @@
-"""The local scaler: CloudWatch + Application Auto Scaling + the ECS service, one tick at a time.
+"""The local scaler: what sets the ECS service's desired count in AWS, one step at a time.
 
-One tick stands for one CloudWatch minute. Each tick reads the queue's counts (the alarm's
-metric math: outstanding = visible + in flight) and drives the same
-`tts_fleet.spec.autoscaler.Autoscaler` the simulator drives (datapoints, metric lag, the
+`scaling.controller: alarms` (Scaler): one step is one CloudWatch minute (a tick). Each reads
+the queue's counts (the alarm's metric math: outstanding = visible + in flight) and drives the
+same `tts_fleet.spec.autoscaler.Autoscaler` the simulator drives (datapoints, metric lag, the
 `AlarmModel` the Pulumi alarms deploy, the clamp), then sets the worker pool to its result,
 exactly as the step policy sets the service's desiredCount in AWS.
+
+`scaling.controller: lambda` (ControllerScaler): one step is one 10-s sample of the deployed
+controller's loop (tts_fleet/controller/handler.py): the queue's counts and the pool's
+running/pending tasks go to the same `tts_fleet.spec.controller.decide`, whose count the pool
+follows, as UpdateService sets it in AWS. Six samples make a tick.
 """
 
 from __future__ import annotations
@@ -16,6 +21,13 @@ from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
+from tts_fleet.spec.controller import (
+    SAMPLE_INTERVAL_S,
+    ControllerParams,
+    ControllerState,
+    Observation,
+    decide,
+)
 from tts_fleet.spec.policy import ScalingParams
 
 # What the local fleet passes: its minutes are short ticks and its queue is in-process, so a
@@ -35,15 +47,20 @@ class Tick:
     outstanding: int
     failed: int
     completed: int
-    alarm: str  # "scale-out" | "idle" | "ok"
+    alarm: str  # "scale-out" | "idle" | "ok"; "controller" in controller mode
     desired: int
     running: int
     pending: int
     stopping: int
     workers: list[dict[str, object]] = field(default_factory=list)
+    minute: float = 0.0  # the scaler's own clock, in CloudWatch minutes (= ticks)
+    reason: str = ""  # controller mode: why `decide` chose `desired`
 
 
 class Scaler:
+    # Ticks between two steps: the run waits `--tick` seconds × this.
+    interval_ticks = 1.0
+
     def __init__(
         self,
         cfg: ScalingParams,
@@ -75,25 +92,16 @@ class Scaler:
         decision = self.autoscaler.decide(minute_end)
         self.pool.reap()
         self.pool.scale_to(decision.desired, self.tick, self._cold_start_ticks)
-        sample = Tick(
-            tick=self.tick,
-            t=round(self._events.elapsed(), 3),
-            visible=counts.visible,
-            in_flight=counts.in_flight,
-            outstanding=counts.outstanding,
-            failed=counts.dead_letters,
-            completed=self._read_completed(),
-            alarm=decision.alarm,
+        return record(
+            self._events,
+            self.pool,
+            counts,
+            self._read_completed(),
+            step=self.tick,
+            minute=float(self.tick),
             desired=decision.desired,
-            running=len(self.pool.of_state("running")),
-            pending=len(self.pool.of_state("pending")),
-            stopping=len(self.pool.of_state("stopping")),
-            workers=self.pool.describe(),
+            alarm=decision.alarm,
         )
-        fields = asdict(sample)
-        del fields["t"]  # the log stamps its own time
-        self._events.write("decision", **fields)
-        return sample
 
     def settled(self, sample: Tick) -> bool:
         """The autoscaler is settled (queue drained, desired back at minWorkers) and the
@@ -104,3 +112,106 @@ class Scaler:
             and sample.pending == 0
             and sample.stopping == 0
         )
+
+
+class ControllerScaler:
+    """Controller mode: the deployed controller's loop on the fleet's own clock, one
+    SAMPLE_INTERVAL_S sample per step (a tick is a minute, so a step is a sixth of one)."""
+
+    interval_ticks = SAMPLE_INTERVAL_S / PERIOD_S
+
+    def __init__(
+        self,
+        params: ControllerParams,
+        pool: WorkerPool,
+        read_counts: Callable[[], QueueCounts],
+        read_completed: Callable[[], int],
+        events: EventLog,
+        cold_start_ticks: int = 0,
+    ) -> None:
+        self.params = params
+        self.pool = pool
+        self._read_counts = read_counts
+        self._read_completed = read_completed
+        self._events = events
+        # The pool counts launch delays in steps here: samples, not ticks.
+        self._cold_start_steps = round(cold_start_ticks / self.interval_ticks)
+        self.state = ControllerState()
+        self.tick = 0  # samples taken (the Tick's `tick` is the step number)
+
+    @property
+    def now(self) -> float:
+        """The fleet's own clock, seconds: sample n is taken at n × SAMPLE_INTERVAL_S."""
+        return self.tick * SAMPLE_INTERVAL_S
+
+    def step(self) -> Tick:
+        self.tick += 1
+        counts = self._read_counts()
+        self.pool.reap()
+        observation = Observation(
+            now=self.now,
+            visible=counts.visible,
+            in_flight=counts.in_flight,
+            running=len(self.pool.of_state("running")),
+            pending=len(self.pool.of_state("pending")),
+        )
+        decision = decide(self.params, self.state, observation)
+        self.state = decision.state
+        self.pool.scale_to(decision.desired, self.tick, self._cold_start_steps)
+        return record(
+            self._events,
+            self.pool,
+            counts,
+            self._read_completed(),
+            step=self.tick,
+            minute=self.now / PERIOD_S,
+            desired=decision.desired,
+            alarm="controller",
+            reason=decision.reason,
+        )
+
+    def settled(self, sample: Tick) -> bool:
+        """Queue drained, the count back at minWorkers, and the pool matching it."""
+        return (
+            sample.outstanding == 0
+            and sample.desired == self.params.min_workers
+            and sample.running == sample.desired
+            and sample.pending == 0
+            and sample.stopping == 0
+        )
+
+
+def record(
+    events: EventLog,
+    pool: WorkerPool,
+    counts: QueueCounts,
+    completed: int,
+    *,
+    step: int,
+    minute: float,
+    desired: int,
+    alarm: str,
+    reason: str = "",
+) -> Tick:
+    """The step's Tick, counted after the pool acted, logged as a `decision` event."""
+    sample = Tick(
+        tick=step,
+        t=round(events.elapsed(), 3),
+        visible=counts.visible,
+        in_flight=counts.in_flight,
+        outstanding=counts.outstanding,
+        failed=counts.dead_letters,
+        completed=completed,
+        alarm=alarm,
+        desired=desired,
+        running=len(pool.of_state("running")),
+        pending=len(pool.of_state("pending")),
+        stopping=len(pool.of_state("stopping")),
+        workers=pool.describe(),
+        minute=minute,
+        reason=reason,
+    )
+    fields = asdict(sample)
+    del fields["t"]  # the log stamps its own time
+    events.write("decision", **fields)
+    return sample

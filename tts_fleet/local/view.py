@@ -30,11 +30,21 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
 
 def status_line(sample: Tick, submitted: int) -> str:
     return (
-        f"tick {sample.tick:>4}  outstanding {sample.outstanding:>4}  "
+        f"tick {_when(sample):>4}  outstanding {sample.outstanding:>4}  "
         f"in flight {sample.in_flight:>3}  workers {sample.running}/{sample.desired} "
         f"(pending {sample.pending}, stopping {sample.stopping})  "
-        f"done {sample.completed}/{submitted}  failed {sample.failed}  alarm {sample.alarm}"
+        f"done {sample.completed}/{submitted}  failed {sample.failed}  {_driver(sample)}"
     )
+
+
+def _when(sample: Tick) -> str:
+    """The tick; in controller mode, with the sample's sixth of it (10 s samples)."""
+    return f"{sample.minute:.2f}" if sample.reason else str(sample.tick)
+
+
+def _driver(sample: Tick) -> str:
+    """What set the count: the alarm in ALARM, or the controller and its reason."""
+    return f"controller {sample.reason}" if sample.reason else f"alarm {sample.alarm}"
 
 
 class LiveView:
@@ -79,14 +89,15 @@ class LiveView:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
-        table.add_row("tick (= 1 CloudWatch minute)", str(sample.tick))
+        table.add_row("tick (= 1 CloudWatch minute)", _when(sample))
         table.add_row("outstanding (visible + in flight)", f"{sample.outstanding}")
         table.add_row("in flight", str(sample.in_flight))
         table.add_row("workers desired / running", f"{sample.desired} / {sample.running}")
         table.add_row("pending (cold start) / stopping", f"{sample.pending} / {sample.stopping}")
         table.add_row("completed", f"{sample.completed} / {submitted}")
         table.add_row("failed (DLQ)", str(sample.failed))
-        table.add_row("alarm", sample.alarm)
+        label, _, value = _driver(sample).partition(" ")
+        table.add_row(label, value)
         spark = Text(sparkline(self._backlog), style="cyan")
         body = Group(table, Text.assemble("backlog ", spark))
         return Panel(body, title="tts-fleet local", subtitle="Ctrl-C stops cleanly", expand=False)

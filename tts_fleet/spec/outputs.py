@@ -15,6 +15,7 @@ PRODUCER_POLICY_ARN = "producerPolicyArn"
 IMAGE_URI = "imageUri"
 DASHBOARD_URL = "dashboardUrl"
 ALERTS_TOPIC_ARN = "alertsTopicArn"
+CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.controller: lambda
 
 ALL = (
     QUEUE_URL,
@@ -26,4 +27,5 @@ ALL = (
     IMAGE_URI,
     DASHBOARD_URL,
     ALERTS_TOPIC_ARN,
+    CONTROLLER_FUNCTION_ARN,
 )

@@ -1,0 +1,292 @@
+"""ScalingController: the Lambda that runs the scaling policy (`scaling.controller: lambda`).
+
+EventBridge Scheduler invokes it every minute (and `tts-fleet submit` right after sending);
+it samples the queue every 10 s while anything is outstanding or running and sets the
+service's desired count with `tts_fleet.spec.controller.decide` (tts_fleet/controller/handler.py
+says how and why through UpdateService). Its code is this repo's `tts_fleet/spec` and
+`tts_fleet/controller`, zipped here; boto3 comes with the runtime.
+
+Its state is one S3 object, `controller/state.json`, in the stack's outputs bucket: no new
+resource to create or pay for (a DynamoDB table would be both), S3 reads its own writes, and
+with reserved concurrency 1 no two invocations write it at once, so a conditional write buys
+nothing. About 1,440 GETs and PUTs a day: cents a month.
+
+IAM is scoped to this queue (GetQueueAttributes), this service (DescribeServices,
+UpdateService), the state object and the function's log group. DescribeScalableTargets has
+no resource-level permissions, so it alone is on `*`; it reads min/max, nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pulumi
+import pulumi_aws as aws
+from pydantic import BaseModel, ConfigDict
+
+import tts_fleet
+from components.iam import trust_policy
+from tts_fleet.controller import metrics
+from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
+from tts_fleet.spec.controller import ControllerParams
+
+RUNTIME = "python3.12"
+# Sampling stops after 50 s (settings.SAMPLING_BUDGET_S); the rest is for the last calls.
+TIMEOUT_SECONDS = 60
+MEMORY_MB = 128  # a few boto3 calls every 10 s
+LOG_RETENTION_DAYS = 30
+SCHEDULE = "rate(1 minute)"
+# A late tick is worth nothing once the next one is due: drop it rather than queue it
+# (Lambda would otherwise retry a throttled event for up to 6 hours).
+MAX_EVENT_AGE_SECONDS = 60
+# The Lambda's code: these packages of the repo and nothing else (no pydantic there).
+CODE_PACKAGES = ("spec", "controller")
+# The seed's physics, as the simulator models a default stack (tts_fleet/sim/model.py
+# DEFAULT_PROFILE; tests/components/test_controller.py pins them to it): ≈10.5 min from a
+# raised desired count to a serving worker on a new GPU host, 2 s per job alone on a GPU,
+# and 4 in flight taking 1 + 0.25 × 3 times as long each.
+COLD_START_S = 630.0
+JOB_SECONDS = 2.0
+BATCH_ALPHA = 0.25
+# Lambda function names: letters, digits, '-' and '_', at most 64 characters.
+_FUNCTION_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+
+StrInput = str | pulumi.Output
+
+
+def function_name(project: str, stack: str) -> str:
+    """A fixed name (like the task family), so the producer policy can name the function's
+    ARN before the function exists: JobQueue is built first."""
+    return _FUNCTION_NAME_INVALID.sub("-", f"{project}-{stack}-controller")[:64]
+
+
+def function_arn(same_place_arn: str, name: str) -> str:
+    """The ARN of function `name` in the account and region of any other ARN there."""
+    _, partition, _, region, account = same_place_arn.split(":")[:5]
+    return f"arn:{partition}:lambda:{region}:{account}:function:{name}"
+
+
+def service_arn(cluster_arn: str, cluster: str, service: str) -> str:
+    """`arn:<partition>:ecs:<region>:<account>:service/<cluster>/<service>`."""
+    _, partition, _, region, account = cluster_arn.split(":")[:5]
+    return f"arn:{partition}:ecs:{region}:{account}:service/{cluster}/{service}"
+
+
+def seconds_per_job(concurrency: int) -> float:
+    """Warm seconds per job per worker with `concurrency` requests in flight."""
+    return JOB_SECONDS * (1 + BATCH_ALPHA * (concurrency - 1)) / concurrency
+
+
+def controller_params(scaling: object, concurrency: int) -> ControllerParams:
+    """The policy's parameters for a deployed stack, from its scaling config."""
+    return ControllerParams.from_config(
+        scaling,  # type: ignore[arg-type]  # ScalingConfig satisfies the protocol
+        cold_start_s=COLD_START_S,
+        seconds_per_job=seconds_per_job(concurrency),
+        concurrency=concurrency,
+    )
+
+
+def code_archive(root: Path | None = None) -> pulumi.AssetArchive:
+    """`tts_fleet/__init__.py` + the CODE_PACKAGES' modules, sorted, without caches."""
+    base = root or Path(tts_fleet.__file__).resolve().parent
+    files = [base / "__init__.py"]
+    for package in CODE_PACKAGES:
+        files += sorted((base / package).glob("*.py"))
+    assets = {
+        f"tts_fleet/{p.relative_to(base).as_posix()}": pulumi.FileAsset(str(p)) for p in files
+    }
+    return pulumi.AssetArchive(assets)
+
+
+def function_policy(queue_arn: str, service: str, bucket_arn: str, log_group_arn: str) -> dict:
+    """The function's role: read this queue, read and size this service, keep its state."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "ReadQueue", "Effect": "Allow", "Action": "sqs:GetQueueAttributes",
+             "Resource": queue_arn},
+            {"Sid": "SizeService", "Effect": "Allow",
+             "Action": ["ecs:DescribeServices", "ecs:UpdateService"], "Resource": service},
+            # No resource-level permissions exist for Describe* in Application Auto Scaling.
+            {"Sid": "ReadTargetBounds", "Effect": "Allow",
+             "Action": "application-autoscaling:DescribeScalableTargets", "Resource": "*"},
+            {"Sid": "KeepState", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+             "Resource": f"{bucket_arn}/{STATE_KEY}"},
+            # Without ListBucket a missing object reads as AccessDenied, not NoSuchKey.
+            {"Sid": "FindState", "Effect": "Allow", "Action": "s3:ListBucket",
+             "Resource": bucket_arn, "Condition": {"StringEquals": {"s3:prefix": STATE_KEY}}},
+            {"Sid": "WriteLogs", "Effect": "Allow",
+             "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+             "Resource": f"{log_group_arn}:*"},
+        ],
+    }  # fmt: skip
+
+
+def invoke_policy(arn: str) -> dict:
+    """The scheduler's role: invoke this function only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": arn}],
+    }
+
+
+def scheduler_trust(account: pulumi.Input[str]) -> dict:
+    """EventBridge Scheduler on behalf of this account only (the confused deputy)."""
+    return trust_policy("scheduler.amazonaws.com", {"StringEquals": {"aws:SourceAccount": account}})
+
+
+def dashboard_widget(stack: str) -> tuple[str, list[list], str]:
+    """(title, metrics, stat) of the dashboard graph of the controller's decisions: the EMF
+    metrics its log lines carry (tts_fleet/controller/metrics.py), for this stack only."""
+    mine = (metrics.STACK_DIMENSION, stack)
+    lines = [
+        [metrics.NAMESPACE, metrics.DESIRED, *mine, {"label": "Desired (controller)"}],
+        [metrics.NAMESPACE, metrics.OUTSTANDING, *mine, {"label": "Outstanding (sampled)"}],
+        [metrics.NAMESPACE, metrics.RUNNING, *mine, {"label": "Running"}],
+        [metrics.NAMESPACE, metrics.PENDING, *mine, {"label": "Pending (cold starts)"}],
+    ]
+    return "Scaling controller: its decisions, 10-s samples", lines, "Maximum"
+
+
+class ScalingControllerArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    stack: str
+    function_name: str
+    params: ControllerParams
+    queue_url: StrInput
+    queue_arn: StrInput
+    cluster_name: StrInput
+    cluster_arn: StrInput
+    service_name: StrInput
+    bucket_name: StrInput
+    bucket_arn: StrInput
+
+
+class ScalingController(pulumi.ComponentResource):
+    function_name: pulumi.Output[str]
+    function_arn: pulumi.Output[str]
+    log_group_name: pulumi.Output[str]
+    schedule_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ScalingControllerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:controller:ScalingController", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # Lambda's own log group name, created here so it has a retention and the role
+        # needs no logs:CreateLogGroup.
+        logs = aws.cloudwatch.LogGroup(
+            f"{name}-logs",
+            name=f"/aws/lambda/{args.function_name}",
+            retention_in_days=LOG_RETENTION_DAYS,
+            opts=child,
+        )
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=pulumi.Output.json_dumps(trust_policy("lambda.amazonaws.com")),
+            opts=child,
+        )
+        service = pulumi.Output.all(args.cluster_arn, args.cluster_name, args.service_name).apply(
+            lambda values: service_arn(*values)
+        )
+        grant = aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=role.id,
+            policy=pulumi.Output.json_dumps(
+                pulumi.Output.all(args.queue_arn, service, args.bucket_arn, logs.arn).apply(
+                    lambda values: function_policy(*values)
+                )
+            ),
+            opts=child,
+        )
+        function = self._function(name, args, role, [logs, grant])
+        aws.lambda_.FunctionEventInvokeConfig(
+            f"{name}-async",
+            function_name=function.name,
+            maximum_event_age_in_seconds=MAX_EVENT_AGE_SECONDS,
+            maximum_retry_attempts=0,
+            opts=child,
+        )
+        schedule = self._schedule(name, function)
+        self.function_name = function.name
+        self.function_arn = function.arn
+        self.log_group_name = logs.name
+        self.schedule_name = schedule.name
+        self.register_outputs(
+            {
+                "function_name": self.function_name,
+                "function_arn": self.function_arn,
+                "log_group_name": self.log_group_name,
+                "schedule_name": self.schedule_name,
+            }
+        )
+
+    def _function(
+        self,
+        name: str,
+        args: ScalingControllerArgs,
+        role: aws.iam.Role,
+        after: list[pulumi.Resource],
+    ) -> aws.lambda_.Function:
+        env = pulumi.Output.all(
+            args.queue_url, args.cluster_name, args.service_name, args.bucket_name
+        ).apply(
+            lambda values: Settings(
+                queue_url=values[0],
+                cluster=values[1],
+                service=values[2],
+                bucket=values[3],
+                stack=args.stack,
+                params=args.params,
+            ).to_env()
+        )
+        return aws.lambda_.Function(
+            f"{name}-function",
+            name=args.function_name,
+            description=f"tts-fleet {args.stack}: sets the worker count from the queue",
+            runtime=RUNTIME,
+            handler=HANDLER,
+            role=role.arn,
+            code=code_archive(),
+            timeout=TIMEOUT_SECONDS,
+            memory_size=MEMORY_MB,
+            # One at a time: two invocations must never race on the state or the count.
+            reserved_concurrent_executions=1,
+            environment={"variables": env},
+            # The role's permissions and the log group exist before the first invocation.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after),
+        )
+
+    def _schedule(self, name: str, function: aws.lambda_.Function) -> aws.scheduler.Schedule:
+        child = pulumi.ResourceOptions(parent=self)
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        role = aws.iam.Role(
+            f"{name}-scheduler-role",
+            assume_role_policy=pulumi.Output.json_dumps(scheduler_trust(account.account_id)),
+            opts=child,
+        )
+        grant = aws.iam.RolePolicy(
+            f"{name}-scheduler-policy",
+            role=role.id,
+            policy=pulumi.Output.json_dumps(function.arn.apply(invoke_policy)),
+            opts=child,
+        )
+        return aws.scheduler.Schedule(
+            f"{name}-schedule",
+            description="Wake the scaling controller every minute",
+            schedule_expression=SCHEDULE,
+            flexible_time_window={"mode": "OFF"},
+            target={
+                "arn": function.arn,
+                "role_arn": role.arn,
+                "input": '{"source":"schedule"}',
+                "retry_policy": {
+                    "maximum_retry_attempts": 0,
+                    "maximum_event_age_in_seconds": MAX_EVENT_AGE_SECONDS,
+                },
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[grant]),
+        )
