@@ -131,6 +131,7 @@ supervise() {
         kill -KILL "$worker_pid" 2>/dev/null || true
         break
       fi
+      if (((REPLY - stop_at) % 10 == 9)); then kill -TERM "$worker_pid" 2>/dev/null || true; fi
       pause 0.1
       continue
     fi
@@ -152,7 +153,13 @@ log "speech server healthy on :${PORT}; starting the worker" \
   "(stop budget $(seconds_text "$stop_total")s: worker $(seconds_text "$worker_stop")s," \
   "vLLM $(seconds_text "$vllm_stop")s)"
 
-STOP_TIMEOUT_SECONDS=$(seconds_text "$worker_stop") "$PYTHON" -m worker &
+# Started with SIGTERM/SIGINT ignored (an ignored signal stays ignored across exec) until
+# Python installs its handlers, so a stop that lands while the interpreter starts is not a
+# -15; supervise re-sends it every second until the worker is gone.
+(
+  trap '' TERM INT
+  STOP_TIMEOUT_SECONDS=$(seconds_text "$worker_stop") exec "$PYTHON" -m worker
+) &
 worker_pid=$!
 if ((stopping)); then kill -TERM "$worker_pid" 2>/dev/null || true; fi
 worker_status=""

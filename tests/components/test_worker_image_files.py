@@ -65,6 +65,7 @@ def note(text):
         f.write(text + "\\n")
 note("worker-start")
 note("worker-budget " + os.environ.get("STOP_TIMEOUT_SECONDS", "unset"))
+time.sleep(float(os.environ.get("WORKER_IMPORT_SECONDS", "0")))  # before any handler
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
 while not stop:
@@ -247,6 +248,20 @@ def test_the_whole_stop_fits_the_stop_budget(start: object, sandbox: dict[str, s
     assert status == 128 + signal.SIGKILL  # the worker's: killed at the end of its share
     assert 2.0 < elapsed < 4.0, elapsed
     assert read(events)[-2:] == ["worker-term", "vllm-term"]
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_a_stop_while_the_worker_starts_still_drains_it(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    """SIGTERM before the worker has its handlers (Python starting, imports): not a -15."""
+    events = Path(sandbox["EVENTS"])
+    proc = start(WORKER_IMPORT_SECONDS="1.5")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert read(events)[-3:] == ["worker-term", "worker-exit", "vllm-term"]
 
 
 def test_dockerfile_bakes_weights_before_the_worker_code() -> None:
