@@ -23,8 +23,9 @@ def _metrics(inputs: dict[str, Any]) -> int:
 @pytest.mark.parametrize(
     "raw",
     [{}, {"alerts": {"monthlyBudgetUsd": 50, "email": "ops@example.com"}},
-     {"network": {"mode": "endpoints"}, "scaling": {"minWorkers": 1, "idleMinutes": 30}}],
-    ids=["defaults", "budget-and-email", "endpoints-always-on"],
+     {"network": {"mode": "endpoints"}, "scaling": {"minWorkers": 1, "idleMinutes": 30}},
+     {"scaling": {"controller": "alarms"}}],
+    ids=["defaults", "budget-and-email", "endpoints-always-on", "alarms-mode"],
 )  # fmt: skip
 def test_the_stack_creates_the_alarms_dashboard_and_keys_the_topology_lists(
     raw: dict[str, Any],
@@ -41,3 +42,13 @@ def test_the_stack_creates_the_alarms_dashboard_and_keys_the_topology_lists(
     assert sum(_metrics(a.inputs) for a in alarms) == topology.alarm_metrics(cfg)
     assert len(mocks.of_type("aws:cloudwatch/dashboard:Dashboard")) == topology.dashboards(cfg)
     assert len(mocks.of_type("aws:kms/key:Key")) == topology.kms_keys(cfg)
+
+
+def test_the_controller_metrics_the_cost_model_counts_are_the_ones_it_emits() -> None:
+    from tts_fleet.controller.metrics import METRIC_NAMES
+
+    assert topology.CONTROLLER_METRICS == len(METRIC_NAMES)
+    controller = StackConfig.from_raw({"scaling": {"controller": "lambda"}})
+    alarms_mode = StackConfig.from_raw({"scaling": {"controller": "alarms"}})
+    assert topology.custom_metrics_always_on(controller) == len(METRIC_NAMES)
+    assert topology.custom_metrics_always_on(alarms_mode) == 0

@@ -130,7 +130,16 @@ def test_counts_come_from_the_topology_not_the_prices_file() -> None:
     report = cost_report(StackConfig())
     lines = {x.item: x for x in report.modes["existing"].floor}
     cfg = StackConfig()
-    assert lines["CloudWatch alarms (standard, 60 s)"].quantity == topology.alarm_metrics(cfg) == 6
+    # Default (lambda) mode: the safety net (3 metrics) and the two queue alarms.
+    assert lines["CloudWatch alarms (standard, 60 s)"].quantity == topology.alarm_metrics(cfg) == 5
+    alarms_mode = StackConfig.from_raw({"scaling": {"controller": "alarms"}})
+    assert topology.alarm_metrics(alarms_mode) == 6  # scale-out and idle: 2 metrics each
+    # The controller runs all month and reports every minute; alarms mode has neither line.
+    assert lines["CloudWatch metrics (controller)"].quantity == 4
+    runs = lines["Controller (Lambda + Scheduler)"]
+    assert runs.quantity == 60 * 730 and 0 < runs.monthly_usd < 1
+    alarm_lines = {x.item for x in cost_report(alarms_mode).modes["existing"].floor}
+    assert "Controller (Lambda + Scheduler)" not in alarm_lines
     # The alerts topic's customer-managed key bills a month like any other.
     assert lines["KMS customer keys"].quantity == topology.kms_keys(cfg) == 1
     assert lines["KMS customer keys"].monthly_usd == load_prices()["kms_key_month"]

@@ -77,6 +77,10 @@ class Line:
         return {**asdict(self), "monthly_usd": round(self.monthly_usd, 2)}
 
 
+# components/controller.py MEMORY_MB: a few boto3 calls every 10 s need no more.
+CONTROLLER_MEMORY_MB = 128
+
+
 def floor_lines(
     cfg: StackConfig, prices: Prices, mode: str, outputs_per_day: float, image_gb: float
 ) -> list[Line]:
@@ -103,7 +107,29 @@ def floor_lines(
         Line("S3 outputs", round(outputs_gb, 3), "GB-month", prices["s3_standard_gb_month"],
              f"{outputs_per_day:g}/day × {retained_days} days × {a['output_mb']} MB"),
     ]  # fmt: skip
-    return lines
+    return lines + _controller_lines(cfg, prices)
+
+
+def _controller_lines(cfg: StackConfig, prices: Prices) -> list[Line]:
+    """`lambda` mode's idle bill: a run a minute that samples once, and its metrics."""
+    functions = topology.controller_functions(cfg)
+    if not functions:
+        return []
+    runs = topology.CONTROLLER_RUNS_PER_HOUR * prices.meta["hours_per_month"] * functions
+    seconds = prices.assumptions["controller_idle_seconds"]
+    gb_seconds = runs * seconds * CONTROLLER_MEMORY_MB / 1024
+    per_run = (
+        gb_seconds * prices["lambda_gb_second"] / runs
+        + prices["lambda_request_million"] / 1e6
+        + prices["scheduler_invocation_million"] / 1e6
+    )
+    return [
+        Line("Controller (Lambda + Scheduler)", runs, "run", round(per_run, 9),
+             f"one a minute, ~{seconds:g} s at {CONTROLLER_MEMORY_MB} MB when idle; free tiers "
+             "not counted"),
+        Line("CloudWatch metrics (controller)", topology.custom_metrics_always_on(cfg),
+             "metric-month", prices["custom_metric_month"], "its decisions, every minute"),
+    ]  # fmt: skip
 
 
 def _network_lines(cfg: StackConfig, prices: Prices, mode: str) -> list[Line]:

@@ -54,15 +54,41 @@ class Alarm:
 OUTSTANDING_METRICS = 2
 
 
+# The controller's safety net reads visible messages and the service's running and desired
+# task counts (components/autoscaling.py `stranded_queries`).
+SAFETY_NET_METRICS = 3
+# The controller's EMF metrics (tts_fleet/controller/metrics.py METRIC_NAMES), one series each
+# under the Stack dimension, emitted every minute: billed as custom metrics all month.
+CONTROLLER_METRICS = 4
+# EventBridge Scheduler runs the controller once a minute (components/controller.py SCHEDULE).
+CONTROLLER_RUNS_PER_HOUR = 60
+
+
 def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
-    """Every alarm the stack creates. No setting adds or removes one today: the config is
-    taken so that the cost model follows when one does."""
+    """Every alarm the stack creates: the two scaling alarms in `alarms` mode, the safety net
+    in `lambda` mode, and the two queue alarms either way."""
+    if cfg.scaling.controller == "lambda":
+        scaling: tuple[Alarm, ...] = (Alarm("safety-net", "autoscaling", SAFETY_NET_METRICS),)
+    else:
+        scaling = (
+            Alarm("scale-out", "autoscaling", OUTSTANDING_METRICS),
+            Alarm("idle", "autoscaling", OUTSTANDING_METRICS),
+        )
     return (
-        Alarm("scale-out", "autoscaling", OUTSTANDING_METRICS),
-        Alarm("idle", "autoscaling", OUTSTANDING_METRICS),
+        *scaling,
         Alarm("dlq-messages", "observability", 1),
         Alarm("oldest-job", "observability", 1),
     )
+
+
+def controller_functions(cfg: StackConfig) -> int:
+    """components/controller.py: one scaling-controller function in `lambda` mode."""
+    return 1 if cfg.scaling.controller == "lambda" else 0
+
+
+def custom_metrics_always_on(cfg: StackConfig) -> int:
+    """Custom metrics emitted while the fleet is idle (the worker's only while it runs)."""
+    return CONTROLLER_METRICS * controller_functions(cfg)
 
 
 def alarm_metrics(cfg: StackConfig, *, high_resolution: bool = False) -> int:
