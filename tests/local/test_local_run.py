@@ -138,6 +138,7 @@ def test_ctrl_c_stops_everything_within_ten_seconds(start) -> None:  # type: ign
     assert code == 130, stderr
     assert [pid for pid in pids if alive(pid)] == []
     assert "interrupted" in stdout
+    assert "stopping: draining" in stdout  # said at once, not a frozen screen
     # Nothing acknowledged is lost: each job has audio or is in unfinished.jsonl.
     done = {p.stem for p in run.out.glob("demo-*.wav")}
     unfinished_path = run.out / "unfinished.jsonl"

@@ -14,13 +14,14 @@ from tts_fleet.local.finish import unfinished_bodies, write_unfinished
 from tts_fleet.local.report import (
     Summary,
     audio_seconds,
+    idle_firings,
     latency,
     read_manifests,
     write_timeline,
 )
 from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
 from tts_fleet.local.scaler import Tick
-from tts_fleet.local.view import sparkline, status_line
+from tts_fleet.local.view import idle_countdown, shown_outstanding, sparkline, status_line
 from tts_fleet.spec.config import ConfigError
 from worker.jobs import Manifest
 
@@ -179,3 +180,28 @@ def test_summary_rows_say_what_happened() -> None:
     assert rows["latency p50 / p95"] == "1.00 s / 2.00 s"
     assert rows["worker-seconds used"] == "9.0 s (peak 2 workers)"
     assert "interrupted" in rows["stopped"]
+
+
+def test_outstanding_never_shows_more_than_the_runs_own_jobs() -> None:
+    raced = tick(2, 41, 4, 4)  # SQS counted a message twice while it was being received
+    raced = dataclasses.replace(raced, completed=0)
+    assert shown_outstanding(raced, submitted=40) == 40
+    assert "outstanding   40" in status_line(raced, submitted=40)
+    # --keep-running with nothing submitted here: SQS's count as is, and no "/0"
+    assert shown_outstanding(raced, submitted=0) == 41
+    assert "done 0 " in status_line(raced, submitted=0) + " "
+
+
+def test_idle_countdown_runs_while_the_queue_is_empty_and_the_fleet_is_up() -> None:
+    up = tick(7, 0, 1, 1)
+    assert idle_countdown(3, 5, up) == "idle 3 of 5 ticks"
+    assert idle_countdown(0, 5, up) == ""
+    assert idle_countdown(3, 5, tick(8, 0, 0, 0)) == ""  # at zero there is nothing to count down
+    controller = dataclasses.replace(up, reason="warm-one")
+    assert idle_countdown(2, 5, controller) == "idle 2 of at most 5 ticks"
+
+
+def test_every_idle_alarm_firing_is_found_not_only_the_first() -> None:
+    states = ["scale-out", "idle", "idle", "scale-out", "ok", "idle", "ok", "idle"]
+    samples = [dataclasses.replace(tick(i + 1, 0, 0, 0), alarm=s) for i, s in enumerate(states)]
+    assert idle_firings(samples) == [2, 6, 8]

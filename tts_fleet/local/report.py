@@ -144,12 +144,20 @@ def _workers_panel(axes: Any, samples: Sequence[Tick]) -> None:
     kept = [r > d for r, d in zip(running, desired, strict=True)]
     axes.fill_between(ticks, desired, running, where=kept, step="post", color="tab:orange",
                       alpha=0.2, label="busy, protected")  # fmt: skip
-    idle = next((s.tick for s in samples if s.alarm == "idle" and s.tick > 1), None)
-    if idle is not None:
-        axes.axvline(idle, color="grey", linestyle=":", label="idle alarm")
+    for index, tick in enumerate(idle_firings(samples)):  # every firing, labelled once
+        axes.axvline(tick, color="grey", linestyle=":", label="idle alarm" if index == 0 else None)
     _decision_labels(axes, samples, ticks)
     axes.set_ylabel("workers")
     axes.set_xlabel("tick (one tick = one CloudWatch minute)")
+
+
+def idle_firings(samples: Sequence[Tick]) -> list[int]:
+    """The ticks where the idle alarm went into ALARM (each firing, not only the first; the
+    state the run starts in is no firing)."""
+    return [
+        s.tick for i, s in enumerate(samples)
+        if s.alarm == "idle" and i > 0 and samples[i - 1].alarm != "idle"
+    ]  # fmt: skip
 
 
 def decision_changes(samples: Sequence[Tick]) -> list[int]:

@@ -38,6 +38,8 @@ from tts_fleet.spec.controller import ControllerParams
 from worker.jobs import OUTPUTS_PREFIX, Job
 from worker.settings import worker_env
 
+# The metrics' Stack dimension when the run reads no stack file.
+LOCAL_STACK_NAME = "local"
 # The stack's visibility (300 s default) is sized for a GPU job; here a SIGKILLed worker's
 # message would wait that long to come back. 30 s is the stack's minimum and ample for
 # espeak; the worker's heartbeat extends it for anything longer.
@@ -231,6 +233,7 @@ class LocalRun:
             wait_time_seconds=LOCAL_WAIT_TIME_SECONDS,
             stop_timeout_seconds=self.options.stop_timeout,
             health_timeout_seconds=WORKER_HEALTH_TIMEOUT_SECONDS,
+            stack_name=self.options.stack or LOCAL_STACK_NAME,  # the metrics' Stack dimension
         )
         return {**self.base_env(), **self.aws.env(), **contract}
 
@@ -251,7 +254,7 @@ class LocalRun:
         self.events.write("submitted", sent=len(report.sent), failed=len(report.failed))
 
     def _loop(self) -> None:
-        with LiveView(self.console) as view:
+        with LiveView(self.console, self.cfg.scaling.idle_minutes) as view:
             while True:
                 sample = self.scaler.step()
                 self.samples.append(sample)
@@ -262,6 +265,7 @@ class LocalRun:
                     return
                 # A tick (--tick seconds) per alarm evaluation; a sixth of one per sample.
                 if self.stopper.stop.wait(self.options.tick * self.scaler.interval_ticks):
+                    view.draining(sample.in_flight)
                     return
 
     def _fetch_finished(self) -> None:

@@ -28,13 +28,36 @@ def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int(v / top * (len(SPARK) - 1) + 0.5))] for v in tail)
 
 
-def status_line(sample: Tick, submitted: int) -> str:
+def status_line(sample: Tick, submitted: int, idle: str = "") -> str:
     return (
-        f"tick {_when(sample):>4}  outstanding {sample.outstanding:>4}  "
+        f"tick {_when(sample):>4}  outstanding {shown_outstanding(sample, submitted):>4}  "
         f"in flight {sample.in_flight:>3}  workers {sample.running}/{sample.desired} "
         f"(pending {sample.pending}, stopping {sample.stopping})  "
-        f"done {sample.completed}/{submitted}  failed {sample.failed}  {_driver(sample)}"
+        f"done {_done(sample, submitted)}  failed {sample.failed}  {_driver(sample)}"
+        + (f"  {idle}" if idle else "")
     )
+
+
+def shown_outstanding(sample: Tick, submitted: int) -> int:
+    """SQS's approximate counts race the receives (40 jobs can read as 41 outstanding): never
+    show more than the run's own jobs can be. A fleet fed only from elsewhere
+    (--keep-running, nothing submitted here) shows the count as SQS gives it."""
+    if submitted <= 0:
+        return sample.outstanding
+    return min(sample.outstanding, max(0, submitted - sample.completed - sample.failed))
+
+
+def _done(sample: Tick, submitted: int) -> str:
+    return f"{sample.completed}/{submitted}" if submitted > 0 else str(sample.completed)
+
+
+def idle_countdown(quiet_ticks: int, idle_minutes: int, sample: Tick) -> str:
+    """How long the queue has been empty against the idle window that sends it to zero
+    (in controller mode the window is learned, and idleMinutes is its upper bound)."""
+    if quiet_ticks <= 0 or (sample.desired == 0 and sample.running == 0):
+        return ""
+    bound = "at most " if sample.reason else ""
+    return f"idle {quiet_ticks} of {bound}{idle_minutes} ticks"
 
 
 def _when(sample: Tick) -> str:
@@ -48,12 +71,15 @@ def _driver(sample: Tick) -> str:
 
 
 class LiveView:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, idle_minutes: int = 0) -> None:
         self.console = console
         self.interactive = console.is_terminal
+        self.idle_minutes = idle_minutes
         self._live: Live | None = None
         self._backlog: list[int] = []
         self._last = ""
+        self._quiet = 0  # ticks in a row with nothing outstanding
+        self._last_tick = -1
 
     def __enter__(self) -> LiveView:
         if self.interactive:
@@ -74,30 +100,44 @@ class LiveView:
     def note(self, text: str) -> None:
         self.console.print(text, highlight=False, markup=False)
 
+    def draining(self, jobs: int) -> None:
+        """Said at once on Ctrl-C/SIGTERM/SIGHUP, so the drain is not a frozen screen."""
+        self.note(f"stopping: draining {jobs} job(s) in flight… (Ctrl-C again: stop at once)")
+
     def update(self, sample: Tick, submitted: int) -> None:
-        self._backlog.append(sample.outstanding)
+        self._backlog.append(shown_outstanding(sample, submitted))
+        if sample.tick != self._last_tick:  # controller mode samples six times a tick
+            self._last_tick = sample.tick
+            self._quiet = self._quiet + 1 if sample.outstanding == 0 else 0
+        idle = idle_countdown(self._quiet, self.idle_minutes, sample)
         if self._live is not None:
-            self._live.update(self._panel(sample, submitted), refresh=True)
+            self._live.update(self._panel(sample, submitted, idle), refresh=True)
             return
-        line = status_line(sample, submitted)
+        line = status_line(sample, submitted, idle)
         key = line.split("  ", 1)[1]  # unchanged state except the tick: no new line
         if key != self._last:
             self._last = key
             self.console.print(line, highlight=False, markup=False)
 
-    def _panel(self, sample: Tick, submitted: int) -> Panel:
+    def _panel(self, sample: Tick, submitted: int, idle: str) -> Panel:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
         table.add_row("tick (= 1 CloudWatch minute)", _when(sample))
-        table.add_row("outstanding (visible + in flight)", f"{sample.outstanding}")
+        table.add_row(
+            "outstanding (visible + in flight)", str(shown_outstanding(sample, submitted))
+        )
         table.add_row("in flight", str(sample.in_flight))
-        table.add_row("workers desired / running", f"{sample.desired} / {sample.running}")
+        table.add_row("workers running / desired", f"{sample.running} / {sample.desired}")
         table.add_row("pending (cold start) / stopping", f"{sample.pending} / {sample.stopping}")
-        table.add_row("completed", f"{sample.completed} / {submitted}")
-        table.add_row("failed (DLQ)", str(sample.failed))
+        table.add_row("completed", _done(sample, submitted))
+        table.add_row(
+            "failed (DLQ)", Text(str(sample.failed), style="red" if sample.failed else "")
+        )
         label, _, value = _driver(sample).partition(" ")
         table.add_row(label, value)
+        if idle:
+            table.add_row("idle window", idle.removeprefix("idle "))
         spark = Text(sparkline(self._backlog), style="cyan")
         body = Group(table, Text.assemble("backlog ", spark))
         return Panel(body, title="tts-fleet local", subtitle="Ctrl-C stops cleanly", expand=False)
