@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-TABLE_BOX = box.SIMPLE_HEAVY
+TABLE_BOX = box.HEAVY_HEAD  # rich's default: the local summary (tts_fleet/local/view.py) has it too
 
 
 class _RateColumn(TransferSpeedColumn):
