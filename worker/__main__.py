@@ -134,4 +134,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Done: a stop repeated now (worker/entrypoint.sh repeats it until the worker is gone)
+    # must not make this exit a -15 while Python finalizes, which puts default handlers back
+    # for every signal that has a Python handler (not for ignored ones).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)

@@ -419,3 +419,21 @@ def test_a_sigterm_during_the_imports_exits_0(aws_env, sqs, s3) -> None:
             finally:
                 stop_process(proc)
             assert "polling" not in proc.log()
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+def test_a_stop_repeated_until_the_exit_is_still_a_clean_exit(aws_env, sqs, s3) -> None:
+    # The entrypoint repeats SIGTERM every second until the worker is gone; one landing while
+    # Python finalizes (default handlers back) would otherwise end a clean drain as -15.
+    env = reachable(sqs, s3)
+    with start_speech_server("tone") as speech:
+        proc = start_worker(aws_env, SPEECH_URL=speech.url, **env)
+        try:
+            wait_for_log(proc, "polling", timeout=30)
+            while proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                time.sleep(0.005)
+            assert proc.returncode == 0, proc.log()
+        finally:
+            stop_process(proc)
