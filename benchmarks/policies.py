@@ -1,6 +1,7 @@
 """Every simulated policy on the issue #13 workloads, with the physical lower bound.
 
 Run: .venv/bin/python benchmarks/policies.py [--markdown]
+     .venv/bin/python benchmarks/policies.py --sweep-host-idle   # the hostIdleSeconds trade-off
 
 Seed profile (2 s per warm job, ≈10.5-min cold start), maxWorkers 20, concurrency 1, every
 policy on the same physics (docs/scaling.md#the-policies-side-by-side says what each models).
@@ -15,7 +16,7 @@ import math
 import sys
 
 from tts_fleet.sim.engine import simulate
-from tts_fleet.sim.model import SEED_PROFILE, fleet_policy, peer_policy
+from tts_fleet.sim.model import SEED_PROFILE, PolicySetup, fleet_policy, peer_policy
 from tts_fleet.sim.report import CostRates, SimSummary
 from tts_fleet.sim.traces import parse_trace
 from tts_fleet.spec.config import ScalingConfig
@@ -37,7 +38,7 @@ TARGETS = (
 )
 
 
-def setups() -> dict[str, object]:
+def setups() -> dict[str, PolicySetup]:
     """The default stack's scaling at maxWorkers 20: controller mode with its κ."""
     d = ScalingConfig()
     scaling = Scaling(d.min_workers, MAX_WORKERS, d.jobs_per_worker, d.idle_minutes)
@@ -117,7 +118,53 @@ def misses(table: list[tuple[str, str, SimSummary]]) -> list[str]:
     return found
 
 
+# hostIdleSeconds values the trade-off table sweeps (docs/scaling.md), the default among them.
+HOST_IDLE_SWEEP = (0, 120, 180, 200, 240, 300)
+PEERS = ("keda", "sagemaker", "aws-sample")
+
+
+def host_idle_sweep(values: tuple[int, ...] = HOST_IDLE_SWEEP) -> str:
+    """The default controller at each hostIdleSeconds (idleMinutes as the default stack) on
+    the nine workloads, p95 s / GPU-h; `*` marks a figure over the best peer's by > 2 %."""
+    policies = setups()
+    base = policies["controller"]
+    traces = {spec: parse_trace(spec) for spec in WORKLOADS}
+
+    def figures(setup: PolicySetup) -> dict[str, tuple[float, float]]:
+        out = {}
+        for spec, trace in traces.items():
+            s = simulate(trace, SEED_PROFILE, setup, RATES).summary
+            out[spec] = (s.latency.p95 or math.nan, s.cost.gpu_instance_hours)
+        return out
+
+    peers = [figures(policies[p]) for p in PEERS]
+    best = {
+        spec: (min(f[spec][0] for f in peers), min(f[spec][1] for f in peers)) for spec in WORKLOADS
+    }
+    lines = [
+        "| hostIdleSeconds | " + " | ".join(WORKLOADS) + " |",
+        "|---:|" + "---:|" * len(WORKLOADS),
+        "| best peer | "
+        + " | ".join(f"{_f(best[w][0])} / {_f(best[w][1], 2)}" for w in WORKLOADS)
+        + " |",
+    ]
+    for value in values:
+        got = figures(base.with_windows(base.scaling.idle_minutes, value))
+        cells = []
+        for w in WORKLOADS:
+            p95, gpu = got[w]
+            p_mark = "*" if p95 > 1.02 * best[w][0] else ""
+            g_mark = "*" if gpu > 1.02 * best[w][1] else ""
+            cells.append(f"{_f(p95)}{p_mark} / {_f(gpu, 2)}{g_mark}")
+        default = " (default)" if value == base.host_idle_seconds else ""
+        lines.append(f"| {value}{default} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
+    if "--sweep-host-idle" in sys.argv[1:]:
+        print(host_idle_sweep())
+        return 0
     table = rows()
     print(markdown(table))
     found = misses(table)

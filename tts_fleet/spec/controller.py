@@ -41,7 +41,7 @@ class ControllerParams:
     cold_start_s: float  # expected seconds from launch to a serving worker
     seconds_per_job: float  # expected warm seconds per job per worker (1 / throughput)
     concurrency: int = 1  # worker slots: in_flight / concurrency workers are busy
-    host_idle_s: float = 300.0  # scaling.hostIdleSeconds: a released worker's host lingers
+    host_idle_s: float = 200.0  # scaling.hostIdleSeconds: a released worker's host lingers
 
     @classmethod
     def from_config(
@@ -57,7 +57,7 @@ class ControllerParams:
         """`scaling` is a ScalingConfig (or anything with its fields); keyword overrides
         win over it (the simulator's sweeps)."""
         kappa = getattr(scaling, "cold_start_work", DEFAULT_COLD_START_WORK)
-        linger = getattr(scaling, "host_idle_seconds", 300)
+        linger = getattr(scaling, "host_idle_seconds", DEFAULT_HOST_IDLE_SECONDS)
         return cls(
             min_workers=scaling.min_workers,
             max_workers=scaling.max_workers,
@@ -76,6 +76,10 @@ class ControllerParams:
 
 # κ when the stack file sets none; tts_fleet/spec/config.py uses the same value.
 DEFAULT_COLD_START_WORK = 0.12
+# scaling.hostIdleSeconds when the stack file sets none (tts_fleet/spec/config.py: same value).
+# Every host the controller releases lingers this long, so after a burst it bills
+# maxWorkers × this; 200 s still covers the gap just past a 5-minute window (docs/scaling.md).
+DEFAULT_HOST_IDLE_SECONDS = 200
 
 
 @dataclass(frozen=True)
