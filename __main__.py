@@ -47,6 +47,9 @@ exports = {
     outputs.IMAGE_URI: platform.image_uri,
     outputs.DASHBOARD_URL: platform.dashboard_url,
     outputs.ALERTS_TOPIC_ARN: platform.alerts_topic_arn,
+    # Always exported, null when off, so a client reads "no events queue" and polls S3.
+    outputs.EVENTS_QUEUE_URL: platform.events_queue_url,
+    outputs.EVENTS_CONSUMER_POLICY_ARN: platform.events_consumer_policy_arn,
 }
 if platform.controller_function_arn is not None:  # scaling.controller: lambda
     exports[outputs.CONTROLLER_FUNCTION_ARN] = platform.controller_function_arn

@@ -21,6 +21,7 @@ from components.controller import (
 )
 from components.image import WorkerImage, WorkerImageArgs
 from components.network import Network, NetworkArgs
+from components.notifications import CompletionEvents, CompletionEventsArgs
 from components.observability import Observability, ObservabilityArgs
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
@@ -55,6 +56,8 @@ class Platform(pulumi.ComponentResource):
     dashboard_url: pulumi.Output[str]
     alerts_topic_arn: pulumi.Output[str]
     controller_function_arn: pulumi.Output[str] | None  # None: scaling.controller is alarms
+    events_queue_url: pulumi.Output[str] | None  # None: notifications.enabled is false
+    events_consumer_policy_arn: pulumi.Output[str] | None
 
     def __init__(
         self, name: str, args: PlatformArgs, opts: pulumi.ResourceOptions | None = None
@@ -161,6 +164,13 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        self.events_queue_url = self.events_consumer_policy_arn = None
+        if cfg.notifications.enabled:
+            events = CompletionEvents(
+                f"{name}-events", CompletionEventsArgs(bucket_name=bucket.bucket_name), opts=child
+            )
+            self.events_queue_url = events.queue_url
+            self.events_consumer_policy_arn = events.consumer_policy_arn
         self.scale_out_alarm_name = autoscaling.scale_out_alarm_name
         self.dashboard_url = observability.dashboard_url
         self.alerts_topic_arn = observability.alerts_topic_arn
@@ -178,6 +188,8 @@ class Platform(pulumi.ComponentResource):
                 "dashboard_url": self.dashboard_url,
                 "alerts_topic_arn": self.alerts_topic_arn,
                 "controller_function_arn": self.controller_function_arn,
+                "events_queue_url": self.events_queue_url,
+                "events_consumer_policy_arn": self.events_consumer_policy_arn,
             }
         )
 

@@ -14,7 +14,7 @@ from tests.lib.pulumi_harness import run_program
 from tests.lib.stack_support import ROOT
 from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file
 
-SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers"
+SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers, notifications"
 SCALING_KEYS = (
     "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules,"
     " controller, coldStartWork"

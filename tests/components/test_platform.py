@@ -193,6 +193,8 @@ def test_main_exports_the_stack_outputs() -> None:
         "?region=us-east-1#dashboards:name=tts-fleet-dev",
         "alertsTopicArn": "arn:aws:sns:us-east-1:123456789012:tts-fleet-observability-alerts",
         "controllerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:tts-fleet-dev-controller",
+        "eventsQueueUrl": None,  # notifications.enabled is off in Pulumi.dev.yaml
+        "eventsConsumerPolicyArn": None,
     }
 
 

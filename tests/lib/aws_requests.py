@@ -80,6 +80,7 @@ AUTONAMED = {
     "aws:ec2/securityGroup:SecurityGroup": "name",
     "aws:lambda/function:Function": "name",
     "aws:scheduler/schedule:Schedule": "name",
+    "aws:cloudwatch/eventRule:EventRule": "name",
 }
 # EC2 id prefixes: the provider returns these as the resource id.
 EC2_ID_PREFIX = {
@@ -191,6 +192,7 @@ def _identity(typ: str, physical: str, inputs: dict[str, Any]) -> dict[str, Any]
             "repositoryUrl": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{physical}",
         },
         "aws:codebuild/project:Project": lambda: {"arn": _arn("codebuild", f"project/{physical}")},
+        "aws:cloudwatch/eventRule:EventRule": lambda: {"arn": _arn("events", f"rule/{physical}")},
         "aws:appautoscaling/target:Target": lambda: {
             "arn": _arn("application-autoscaling", f"scalable-target/{_hex(physical, 20)}"),
             "_id": inputs.get("resourceId", physical),
@@ -1028,6 +1030,35 @@ def schedule(c: Context) -> list[Request]:
     return [c.request("scheduler", "CreateSchedule", params)]
 
 
+def bucket_notification(c: Context) -> list[Request]:
+    # Only the EventBridge switch is mapped: queue, topic and Lambda configurations raise.
+    i = rename(c.inputs, {"bucket": "Bucket", "eventbridge": "EventBridge"}, "bucketNotification")
+    config = {"EventBridgeConfiguration": {}} if i.get("EventBridge") else {}
+    params = {"Bucket": i["Bucket"], "NotificationConfiguration": config}
+    return [c.request("s3", "PutBucketNotificationConfiguration", params)]
+
+
+def event_rule(c: Context) -> list[Request]:
+    i = rename(
+        _without(c.inputs, PROVIDER_ONLY | {"name"}),
+        {"description": "Description", "eventPattern": "EventPattern", "state": "State"},
+        "eventRule",
+    )
+    params = {"Name": c.name, **i, "Tags": _tag_list(c.tags())}
+    return [c.request("events", "PutRule", params)]
+
+
+def event_target(c: Context) -> list[Request]:
+    i = rename(
+        _without(c.inputs, {"region"}),
+        {"rule": "Rule", "arn": "Arn", "targetId": "Id", "eventBusName": "EventBusName"},
+        "eventTarget",
+    )
+    target = {"Id": i["Id"], "Arn": i["Arn"]}
+    params = {"Rule": i["Rule"], "EventBusName": i.get("EventBusName"), "Targets": [target]}
+    return [c.request("events", "PutTargets", params)]
+
+
 CONVERTERS: dict[str, Callable[[Context], list[Request]]] = {
     "aws:ecs/capacityProvider:CapacityProvider": capacity_provider,
     "aws:ecs/taskDefinition:TaskDefinition": task_definition,
@@ -1052,6 +1083,9 @@ CONVERTERS: dict[str, Callable[[Context], list[Request]]] = {
     "aws:lambda/function:Function": lambda_function,
     "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": lambda_event_invoke_config,
     "aws:scheduler/schedule:Schedule": schedule,
+    "aws:s3/bucketNotification:BucketNotification": bucket_notification,
+    "aws:cloudwatch/eventRule:EventRule": event_rule,
+    "aws:cloudwatch/eventTarget:EventTarget": event_target,
 }
 
 

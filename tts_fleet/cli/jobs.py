@@ -26,6 +26,7 @@ from tts_fleet.cli.options import json_flag, split_chars_option, target_flags, u
 from tts_fleet.client.aws import NoRegion, Target, client_for
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
+from tts_fleet.client.events import wait_for_completions
 from tts_fleet.client.inputs import LoadedJobs, load_jobs, load_submitted
 from tts_fleet.client.results import (
     OutcomeCache,
@@ -363,6 +364,13 @@ def status_table(snapshot: dict[str, Any]) -> Table:
     type=click.FloatRange(min=0.05),
     help="Seconds between polls of the bucket.",
 )
+@click.option(
+    "--events",
+    "use_events",
+    is_flag=True,
+    help="Read the stack's completion events (notifications.enabled) instead of polling the "
+    "bucket [env TTS_FLEET_EVENTS_QUEUE_URL]; polls when the stack has none.",
+)
 @split_chars_option
 @json_option
 @target_options
@@ -371,6 +379,7 @@ def wait(
     source: str,
     timeout: float,
     interval: float,
+    use_events: bool,
     split_chars: int | None,
     as_json: bool,
 ) -> None:
@@ -388,19 +397,55 @@ def wait(
         raise click.UsageError(f"no job ids in {source}")
     s3 = client_for("s3")
     started = time.monotonic()
-    cache = OutcomeCache()  # each manifest and record read once per ETag
+    if use_events and not target.events_queue_url:
+        click.echo(
+            "note: the stack has no events queue (notifications.enabled is off); polling the "
+            f"bucket every {interval:g} s",
+            err=True,
+        )
     with look.progress_bar(len(ids), "wait", not as_json) as advance:
-        settled = 0
-        while True:
-            done, failed = outcomes(s3, target, ids, cache, digests=submitted)
-            advance(len(done) + len(failed) - settled)
-            settled = len(done) + len(failed)
-            timed_out = time.monotonic() - started >= timeout
-            if settled == len(ids) or timed_out:
-                break
-            time.sleep(interval)
+        on_settled = settled_counter(advance)
+        if use_events and target.events_queue_url:
+            sqs = client_for("sqs")
+            done, failed = wait_for_completions(
+                s3, sqs, target, ids, timeout=timeout, digests=submitted, on_settled=on_settled
+            )
+        else:
+            done, failed = poll_bucket(s3, target, submitted, timeout, interval, on_settled)
     pending = [job_id for job_id in ids if job_id not in done and job_id not in failed]
     finish_wait(ids, done, failed, pending, time.monotonic() - started, as_json)
+
+
+def poll_bucket(
+    s3: Any,
+    target: Target,
+    submitted: dict[str, str | None],
+    timeout: float,
+    interval: float,
+    on_settled: Callable[[int], None],
+) -> tuple[set[str], dict[str, str]]:
+    """Lists the bucket every `interval` until every id is settled or `timeout` has passed.
+    Done means a manifest made from the request submitted (its digest), when known."""
+    started = time.monotonic()
+    cache = OutcomeCache()
+    ids = sorted(submitted)
+    while True:
+        done, failed = outcomes(s3, target, ids, cache, digests=submitted)
+        on_settled(len(done) + len(failed))
+        if len(done) + len(failed) == len(ids) or time.monotonic() - started >= timeout:
+            return done, failed
+        time.sleep(interval)
+
+
+def settled_counter(advance: Callable[[int], None]) -> Callable[[int], None]:
+    """The bar advances by steps; both waiters report how many ids are settled in all."""
+    shown = [0]
+
+    def report(settled: int) -> None:
+        advance(settled - shown[0])
+        shown[0] = settled
+
+    return report
 
 
 def finish_wait(

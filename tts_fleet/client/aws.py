@@ -25,6 +25,7 @@ class Target:
     prefix: str = ""
     cluster: str | None = None
     service: str | None = None
+    events_queue_url: str | None = None  # completion events (notifications.enabled), if any
     controller_arn: str | None = None  # the scaling controller (scaling.controller: lambda)
 
 

@@ -21,12 +21,14 @@ ENV_QUEUE_URL = "TTS_FLEET_QUEUE_URL"
 ENV_DLQ_URL = "TTS_FLEET_DLQ_URL"
 ENV_BUCKET = "TTS_FLEET_BUCKET"
 ENV_OUTPUT_PREFIX = "TTS_FLEET_OUTPUT_PREFIX"
+ENV_EVENTS_QUEUE_URL = "TTS_FLEET_EVENTS_QUEUE_URL"
 # Stack output names exported by the Pulumi program (__main__.py), from their one definition.
 OUTPUT_QUEUE_URL = outputs.QUEUE_URL
 OUTPUT_DLQ_URL = outputs.DLQ_URL
 OUTPUT_BUCKET = outputs.BUCKET_NAME
 OUTPUT_CLUSTER = outputs.CLUSTER_NAME
 OUTPUT_SERVICE = outputs.SERVICE_NAME
+EVENTS_OUTPUT = outputs.EVENTS_QUEUE_URL  # null unless the stack has notifications on
 OUTPUT_CONTROLLER = outputs.CONTROLLER_FUNCTION_ARN  # absent with scaling.controller: alarms
 READ_OUTPUTS = (OUTPUT_QUEUE_URL, OUTPUT_DLQ_URL, OUTPUT_BUCKET, OUTPUT_CLUSTER, OUTPUT_SERVICE)
 PULUMI_TIMEOUT_S = 60
@@ -76,6 +78,7 @@ def resolve_target(
         prefix=prefix,
         cluster=outputs.get(OUTPUT_CLUSTER),
         service=outputs.get(OUTPUT_SERVICE),
+        events_queue_url=os.environ.get(ENV_EVENTS_QUEUE_URL) or outputs.get(EVENTS_OUTPUT),
         controller_arn=outputs.get(OUTPUT_CONTROLLER),
     )
 

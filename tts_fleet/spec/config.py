@@ -380,6 +380,19 @@ class ProducersConfig(_Section):
         ]
 
 
+class NotificationsConfig(_Section):
+    # One switch, no `target`: EventBridge is the bus, so an SNS topic, a Lambda or another
+    # account subscribes with a rule of its own (docs/cli.md#completion-events).
+    enabled: bool = Field(
+        False,
+        description=(
+            "Publish one EventBridge event per finished or failed job (S3 Object Created on"
+            " `outputs/*.json` and `failures/*.json`) into an events queue that"
+            " `tts-fleet wait --events` consumes (docs/cli.md#completion-events)."
+        ),
+    )
+
+
 SECTIONS: dict[str, type[_Section]] = {
     "scaling": ScalingConfig,
     "network": NetworkConfig,
@@ -389,6 +402,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "outputs": OutputsConfig,
     "alerts": AlertsConfig,
     "producers": ProducersConfig,
+    "notifications": NotificationsConfig,
 }
 
 
@@ -413,6 +427,9 @@ class StackConfig(BaseModel):
     outputs: OutputsConfig = Field(OutputsConfig(), description="The output bucket.")
     alerts: AlertsConfig = Field(AlertsConfig(), description="Alarms' recipients and the budget.")
     producers: ProducersConfig = Field(ProducersConfig(), description="Who may submit jobs.")
+    notifications: NotificationsConfig = Field(
+        NotificationsConfig(), description="Completion events for finished and failed jobs."
+    )
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> StackConfig:

@@ -161,7 +161,7 @@ def render_pulumi_comment() -> str:
         "# default (what each means: docs/deploy.md#configuration-keys):",
     ]
     for section, model in SECTIONS.items():
-        head = f"#   {NAMESPACE}:{section}".ljust(24)
+        head = f"#   {NAMESPACE}:{section} ".ljust(24)  # a long section name keeps a space
         top = [row for row in _model_rows(section, model) if "[]" not in row.key]
         entries = [f"{row.key.split('.', 1)[1]}={row.default.strip('`')}" for row in top]
         lines.extend(_wrap(head, entries))

@@ -15,6 +15,8 @@ PRODUCER_POLICY_ARN = "producerPolicyArn"
 IMAGE_URI = "imageUri"
 DASHBOARD_URL = "dashboardUrl"
 ALERTS_TOPIC_ARN = "alertsTopicArn"
+EVENTS_QUEUE_URL = "eventsQueueUrl"  # null unless notifications.enabled
+EVENTS_CONSUMER_POLICY_ARN = "eventsConsumerPolicyArn"  # null unless notifications.enabled
 CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.controller: lambda
 
 ALL = (
@@ -28,4 +30,6 @@ ALL = (
     DASHBOARD_URL,
     ALERTS_TOPIC_ARN,
     CONTROLLER_FUNCTION_ARN,
+    EVENTS_QUEUE_URL,
+    EVENTS_CONSUMER_POLICY_ARN,
 )
