@@ -28,6 +28,11 @@ from worker.jobs import Job
 pytestmark = pytest.mark.processes
 
 STARTED = r"job (\S+) started"
+# A slow server's every answer takes this long, the worker's start-up probe synthesis too: long
+# enough that no job finishes before the kill or the stop, short enough for the probe to
+# pass within SLOW_HEALTH_S.
+SLOW_MS = 20_000
+SLOW_HEALTH_S = 60
 
 
 def send(sqs: Any, queue_url: str, jobs: list[Job]) -> None:
@@ -57,7 +62,7 @@ def test_sigkill_with_jobs_in_flight(aws_env, sqs, s3, procs: Processes) -> None
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=600)
     jobs = [Job(id=f"k{i}", text=f"Job number {i}.") for i in range(4)]
     with (
-        start_speech_server("tone", latency_ms=60_000, batch_exponent=0) as slow,
+        start_speech_server("tone", latency_ms=SLOW_MS, batch_exponent=0) as slow,
         start_speech_server("tone") as fast,
     ):
         a = procs.add(
@@ -65,6 +70,7 @@ def test_sigkill_with_jobs_in_flight(aws_env, sqs, s3, procs: Processes) -> None
                 aws_env,
                 SPEECH_URL=slow.url,
                 WORKER_ID="a",
+                HEALTH_TIMEOUT_SECONDS=SLOW_HEALTH_S,
                 VISIBILITY_TIMEOUT=4,
                 HEARTBEAT_SECONDS=1,
                 **env_for(names),
@@ -93,7 +99,7 @@ def test_sigterm_releases_unfinished_jobs_at_once(aws_env, sqs, s3, procs: Proce
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=600)
     jobs = [Job(id=f"t{i}", text=f"Job number {i}.") for i in range(2)]
     with (
-        start_speech_server("tone", latency_ms=60_000, batch_exponent=0) as slow,
+        start_speech_server("tone", latency_ms=SLOW_MS, batch_exponent=0) as slow,
         start_speech_server("tone") as fast,
     ):
         a = procs.add(
@@ -101,6 +107,7 @@ def test_sigterm_releases_unfinished_jobs_at_once(aws_env, sqs, s3, procs: Proce
                 aws_env,
                 SPEECH_URL=slow.url,
                 WORKER_ID="a",
+                HEALTH_TIMEOUT_SECONDS=SLOW_HEALTH_S,
                 CONCURRENCY=2,
                 VISIBILITY_TIMEOUT=600,
                 HEARTBEAT_SECONDS=200,

@@ -17,7 +17,6 @@ from worker.jobs import Job
 from worker.loop import Poll, poll_wait_seconds
 from worker.settings import Settings
 
-
 EXTENSION = 300
 
 
