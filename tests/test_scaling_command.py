@@ -44,7 +44,7 @@ def test_dev_stack_prints_the_issue_bands() -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == (
-        "dev: minWorkers 0, maxWorkers 4, jobsPerWorker 8, idleMinutes 5, hostIdleSeconds 300"
+        "dev: minWorkers 0, maxWorkers 4, jobsPerWorker 8, idleMinutes 5, hostIdleSeconds 200"
     )
     assert table(result.output) == [(0, 8, 1), (8, 16, 2), (16, 24, 3), (24, None, 4)]
     assert "   1  [0, 8)               1-8                  1  1          1.00x" in lines
