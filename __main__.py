@@ -7,6 +7,7 @@ from pathlib import Path
 import pulumi
 import pulumi_aws as aws
 
+from components.aws_provider import provider_args
 from components.platform import Platform, PlatformArgs
 from components.stack_config import load_stack_config
 from tts_fleet.spec import outputs
@@ -24,13 +25,9 @@ except ConfigError as error:
         f"invalid stack config for '{stack}':\n" + "\n".join(error.problems)
     ) from None
 
-# Every resource carries the cost-allocation tags (budgets and `tts-fleet cost` use them).
-# An explicit provider reads only AWS_REGION unless told, so pass the stack's `aws:region`.
-provider = aws.Provider(
-    "aws",
-    region=aws.config.region,
-    default_tags={"tags": {"tts-fleet:stack": stack, "tts-fleet:project": PROJECT}},
-)
+# An explicit provider reads only the environment unless told, so it gets the stack's `aws:`
+# region, profile, assumed roles and allowed accounts, and the cost-allocation default tags.
+provider = aws.Provider("aws", **provider_args(stack, PROJECT))
 platform = Platform(
     PROJECT,
     PlatformArgs(config=config, stack=stack, worker_dir=str(WORKER_DIR)),
@@ -44,6 +41,7 @@ exports = {
     outputs.CLUSTER_NAME: platform.cluster_name,
     outputs.SERVICE_NAME: platform.service_name,
     outputs.PRODUCER_POLICY_ARN: platform.producer_policy_arn,
+    outputs.READER_POLICY_ARN: platform.reader_policy_arn,
     outputs.IMAGE_URI: platform.image_uri,
     outputs.DASHBOARD_URL: platform.dashboard_url,
     outputs.ALERTS_TOPIC_ARN: platform.alerts_topic_arn,

@@ -4,6 +4,10 @@ The capacity provider is attached through its own `cluster` argument. It is deli
 also listed in `aws.ecs.ClusterCapacityProviders`: PutClusterCapacityProviders rejects Managed
 Instances providers and pulumi-aws#6061 fails while the provider is not yet ACTIVE.
 
+Creating a Managed Instances provider returns while it is still PROVISIONING, so
+`capacity_provider_name` is the output of a CapacityProviderReady waiter
+(components/capacity_ready.py): whatever takes the name (the service) starts once it is ACTIVE.
+
 Managed Instances needs two roles: an infrastructure role ECS assumes to launch and terminate
 hosts, and an instance profile for the hosts' ECS agent. The AWS managed policies below are
 the ones the ECS developer guide names for Managed Instances; their ARNs (no `service-role/`
@@ -16,8 +20,10 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
+from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
 from tts_fleet.spec.config import GpuConfig
+from tts_fleet.spec.gpu import instance_requirements
 
 INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
 INSTANCE_POLICY = "AmazonECSInstanceRolePolicyForManagedInstances"
@@ -29,30 +35,12 @@ ON_DEMAND = "ON_DEMAND"
 SPOT = "SPOT"
 CAPACITY_OPTION = {"on-demand": ON_DEMAND, "spot": SPOT}
 AUTO_REPAIR_ENABLED = "ENABLED"
-MIB_PER_GIB = 1024
 HTTPS = 443
 
 
-def managed_policy_arn(name: str) -> str:
-    return f"arn:aws:iam::aws:policy/{name}"
-
-
-def instance_requirements(gpu: GpuConfig) -> dict:
-    """Attribute-based instance selection from `tts-fleet:gpu` (exact GPU count, ≥ GPU memory)."""
-    requirements: dict = {
-        "accelerator_types": ["gpu"],
-        "accelerator_manufacturers": ["nvidia"],
-        "accelerator_count": {"min": gpu.gpu_count, "max": gpu.gpu_count},
-        "accelerator_total_memory_mib": {"min": gpu.min_gpu_memory_gib * MIB_PER_GIB},
-        "vcpu_count": {"min": gpu.vcpu.min, "max": gpu.vcpu.max},
-        "memory_mib": {
-            "min": gpu.memory_gib.min * MIB_PER_GIB,
-            "max": gpu.memory_gib.max * MIB_PER_GIB,
-        },
-    }
-    if gpu.allowed_instance_types:
-        requirements["allowed_instance_types"] = list(gpu.allowed_instance_types)
-    return requirements
+def managed_policy_arn(name: str, partition: str = "aws") -> str:
+    """An AWS managed policy's ARN in the stack's partition (`aws`, `aws-cn`, `aws-us-gov`)."""
+    return f"arn:{partition}:iam::aws:policy/{name}"
 
 
 def managed_instances_provider(
@@ -121,7 +109,10 @@ class GpuCapacity(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        infrastructure_role, profile, grants = self._roles(name)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        partition = aws.get_partition_output(opts=invoke).partition
+        region = aws.get_region_output(opts=invoke).region
+        infrastructure_role, profile, grants = self._roles(name, partition)
         # The provider must not start (or, on destroy, outlive) its roles' permissions:
         # without them ECS can neither launch nor terminate the GPU hosts.
         provider = aws.ecs.CapacityProvider(
@@ -132,8 +123,15 @@ class GpuCapacity(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
         )
+        ready = CapacityProviderReady(
+            f"{name}-gpu-active",
+            name=provider.name,
+            cluster=cluster.name,
+            region=region,
+            opts=child,
+        )
         self.cluster_name, self.cluster_arn = cluster.name, cluster.arn
-        self.capacity_provider_name = provider.name
+        self.capacity_provider_name = ready.name
         self.security_group_id = sg.id
         self.register_outputs(
             {
@@ -145,7 +143,7 @@ class GpuCapacity(pulumi.ComponentResource):
         )
 
     def _roles(
-        self, name: str
+        self, name: str, partition: pulumi.Output[str]
     ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile, list[pulumi.Resource]]:
         child = pulumi.ResourceOptions(parent=self)
         instance_role = aws.iam.Role(
@@ -157,7 +155,7 @@ class GpuCapacity(pulumi.ComponentResource):
         instance_grant = aws.iam.RolePolicyAttachment(
             f"{name}-instance-policy",
             role=instance_role.name,
-            policy_arn=managed_policy_arn(INSTANCE_POLICY),
+            policy_arn=partition.apply(lambda p: managed_policy_arn(INSTANCE_POLICY, p)),
             opts=child,
         )
         profile = aws.iam.InstanceProfile(
@@ -171,7 +169,7 @@ class GpuCapacity(pulumi.ComponentResource):
         infrastructure_grant = aws.iam.RolePolicyAttachment(
             f"{name}-infrastructure-policy",
             role=infrastructure_role.name,
-            policy_arn=managed_policy_arn(INFRASTRUCTURE_POLICY),
+            policy_arn=partition.apply(lambda p: managed_policy_arn(INFRASTRUCTURE_POLICY, p)),
             opts=child,
         )
         # Belt and braces: an explicit PassRole for exactly this instance role, so the

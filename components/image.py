@@ -3,8 +3,15 @@
 `worker.image` set → nothing is built; its URI is used as is. Empty → an ECR repository
 (immutable tags, scan on push, keep the last N images), a private source bucket holding a zip
 of `worker/`, a CodeBuild project that runs `docker build` + push, and a dynamic resource that
-starts that build during `pulumi up` and waits for it. The tag is a content hash of `worker/`
-and the model, so a code change means a new tag and therefore a new task definition.
+starts that build during `pulumi up` and waits for it. The tag is a content hash of `worker/`,
+the model and the build args, so a code change means a new tag and therefore a new task
+definition.
+
+The base image (`worker.baseImage`, `ARG BASE_IMAGE`) comes through an ECR pull-through cache
+rule the stack creates when its registry allows one (image_source.base_image_source), so the
+build does not pull anonymously from a rate-limited registry; CodeBuild's shared egress IPs
+hit Docker Hub's anonymous limit (`toomanyrequests`). The repository is `force_delete`: its
+images are rebuilt from source, and ECR refuses to delete a repository that holds any.
 """
 
 from __future__ import annotations
@@ -17,8 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from components.iam import same_account_condition, trust_policy
 from components.image_build import BUILD_TIMEOUT_MINUTES, WorkerImageBuild
-from components.image_source import ecr_repository_arn, image_tag, source_files
+from components.image_source import (
+    BaseImageSource,
+    base_image_source,
+    cache_prefix,
+    ecr_repository_arn,
+    image_tag,
+    source_files,
+)
 from components.storage import OutputBucket, OutputBucketArgs
+from tts_fleet.spec.config import DEFAULT_BASE_IMAGE
 
 KEEP_IMAGES = 10
 SOURCE_PREFIX = "worker-source"
@@ -26,17 +41,34 @@ SOURCE_PREFIX = "worker-source"
 BUILD_IMAGE = "aws/codebuild/standard:7.0"
 BUILD_COMPUTE = "BUILD_GENERAL1_LARGE"  # 128 GB disk: CUDA base + baked weights fit
 
-BUILDSPEC = """version: 0.2
+# The base image is pulled first, with retries: a pull-through cache's first pull of an image
+# imports it from upstream and can fail transiently; a direct pull may meet a rate limit.
+PULL_BASE_IMAGE = (
+    'for n in 1 2 3 4; do docker pull "$BASE_IMAGE" && break; '
+    '[ "$n" = 4 ] && exit 1; sleep $((n * 30)); done'
+)
+BUILD_ARGS = ("BASE_IMAGE", "MODEL", "MODEL_REVISION")  # ARGs of worker/Dockerfile
+DOCKER_BUILD = (
+    "docker build "
+    + " ".join(f'--build-arg {arg}="${arg}"' for arg in BUILD_ARGS)
+    + ' -t "$REPOSITORY_URI:$IMAGE_TAG" .'
+)
+BUILDSPEC = (
+    """version: 0.2
 phases:
   pre_build:
     commands:
       - REGISTRY="${REPOSITORY_URI%%/*}"
       - aws ecr get-login-password | docker login -u AWS --password-stdin "$REGISTRY"
-  build:
-    commands:
-      - docker build --build-arg MODEL="$MODEL" -t "$REPOSITORY_URI:$IMAGE_TAG" .
-      - docker push "$REPOSITORY_URI:$IMAGE_TAG"
 """
+    + f"      - {PULL_BASE_IMAGE}\n"
+    + """  build:
+    commands:
+"""
+    + f"      - {DOCKER_BUILD}\n"
+    + """      - docker push "$REPOSITORY_URI:$IMAGE_TAG"
+"""
+)
 
 
 def lifecycle_policy(keep: int) -> str:
@@ -55,7 +87,14 @@ class WorkerImageArgs(BaseModel):
     image: str = ""
     worker_dir: str
     model: str
+    model_revision: str = "main"
+    base_image: str = DEFAULT_BASE_IMAGE
+    docker_hub_secret_arn: str = ""
     keep_images: int = Field(KEEP_IMAGES, ge=1)
+
+    def build_args(self) -> dict[str, str]:
+        """Build args besides MODEL that change the image (so its tag), as configured."""
+        return {"BASE_IMAGE": self.base_image, "MODEL_REVISION": self.model_revision}
 
 
 class WorkerImage(pulumi.ComponentResource):
@@ -81,6 +120,7 @@ class WorkerImage(pulumi.ComponentResource):
             f"{name}-repo",
             image_tag_mutability="IMMUTABLE",
             image_scanning_configuration={"scan_on_push": True},
+            force_delete=True,
             opts=child,
         )
         aws.ecr.LifecyclePolicy(
@@ -89,8 +129,11 @@ class WorkerImage(pulumi.ComponentResource):
             policy=lifecycle_policy(args.keep_images),
             opts=child,
         )
-        tag = image_tag(args.worker_dir, args.model)
-        source = OutputBucket(f"{name}-source", OutputBucketArgs(expire_days=0), opts=child)
+        tag = image_tag(args.worker_dir, args.model, args.build_args())
+        # Build input only, rebuilt from `worker/` on demand: emptied and deleted on destroy.
+        source = OutputBucket(
+            f"{name}-source", OutputBucketArgs(expire_days=0, on_destroy="delete"), opts=child
+        )
         key = f"{SOURCE_PREFIX}/{tag}.zip"
         archive = aws.s3.BucketObjectv2(
             f"{name}-source-zip",
@@ -105,14 +148,15 @@ class WorkerImage(pulumi.ComponentResource):
             opts=child,
         )
         location = pulumi.Output.concat(archive.bucket, "/", archive.key)
-        project = self._project(name, args, repo, source, location)
+        base = BaseImage.create(self, name, args, repo)
+        project = self._project(name, args, repo, source, location, base)
         build = WorkerImageBuild(
             f"{name}-build",
             image_uri=pulumi.Output.concat(repo.repository_url, ":", tag),
             project_name=project.name,
             source_location=location,
             region=repo.repository_url.apply(lambda url: url.split(".")[3]),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[archive]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[archive, *base.resources]),
         )
         self.image_uri = build.image_uri
         self.repository_arns = repo.arn.apply(lambda arn: [arn])
@@ -124,6 +168,7 @@ class WorkerImage(pulumi.ComponentResource):
         repo: aws.ecr.Repository,
         source: OutputBucket,
         location: pulumi.Output[str],
+        base: BaseImage,
     ) -> aws.codebuild.Project:
         child = pulumi.ResourceOptions(parent=self)
         logs = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=30, opts=child)
@@ -139,7 +184,9 @@ class WorkerImage(pulumi.ComponentResource):
         policy = aws.iam.RolePolicy(
             f"{name}-build-policy",
             role=role.id,
-            policy=pulumi.Output.json_dumps(build_policy(logs.arn, source.bucket_arn, repo.arn)),
+            policy=pulumi.Output.json_dumps(
+                build_policy(logs.arn, source.bucket_arn, repo.arn, base.repository_arns)
+            ),
             opts=child,
         )
         return aws.codebuild.Project(
@@ -155,7 +202,9 @@ class WorkerImage(pulumi.ComponentResource):
                 "privileged_mode": True,
                 "environment_variables": [
                     {"name": "REPOSITORY_URI", "value": repo.repository_url},
+                    {"name": "BASE_IMAGE", "value": base.uri},
                     {"name": "MODEL", "value": args.model},
+                    {"name": "MODEL_REVISION", "value": args.model_revision},
                     {"name": "IMAGE_TAG", "value": "set-by-each-build"},
                 ],
             },
@@ -164,15 +213,56 @@ class WorkerImage(pulumi.ComponentResource):
         )
 
 
+class BaseImage:
+    """The base image the build pulls (`uri`), the pull-through cache rule behind it if any
+    (`resources`), and the cache repositories the build role may pull into (`repository_arns`,
+    `<prefix>/*`: ECR creates one per upstream repository on its first pull)."""
+
+    def __init__(
+        self,
+        uri: pulumi.Input[str],
+        resources: list[pulumi.Resource],
+        repository_arns: pulumi.Input[list[str]],
+    ) -> None:
+        self.uri, self.resources, self.repository_arns = uri, resources, repository_arns
+
+    @staticmethod
+    def create(
+        parent: pulumi.Resource, name: str, args: WorkerImageArgs, repo: aws.ecr.Repository
+    ) -> BaseImage:
+        source: BaseImageSource = base_image_source(args.base_image, args.docker_hub_secret_arn)
+        if source.registry is None:
+            return BaseImage(args.base_image, [], [])
+        prefix = cache_prefix(pulumi.get_stack(), source.registry)
+        rule = aws.ecr.PullThroughCacheRule(
+            f"{name}-base-cache",
+            ecr_repository_prefix=prefix,
+            upstream_registry_url=source.upstream_url,
+            credential_arn=source.credential_arn or None,
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        uri = pulumi.Output.all(repo.repository_url, rule.ecr_repository_prefix).apply(
+            lambda v: source.cached_uri(v[0].split("/")[0], v[1])
+        )
+        # The cache repositories' ARN pattern: this repository's partition, region, account.
+        arns = repo.arn.apply(
+            lambda arn: [":".join(arn.split(":")[:5]) + f":repository/{prefix}/*"]
+        )
+        return BaseImage(uri, [rule], arns)
+
+
 def build_policy(
     log_group_arn: pulumi.Input[str],
     bucket_arn: pulumi.Input[str],
     repository_arn: pulumi.Input[str],
+    cache_repository_arns: pulumi.Input[list[str]] | None = None,
 ) -> dict:
-    """CodeBuild's role: its log group, the source objects, push to this repository only."""
+    """CodeBuild's role: its log group, the source objects, push to this repository only, and
+    (with a pull-through cache) pull the base image through it."""
     return {
         "Version": "2012-10-17",
         "Statement": [
+            *_cache_statements(cache_repository_arns),
             {
                 "Effect": "Allow",
                 "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
@@ -201,3 +291,24 @@ def build_policy(
             },
         ],
     }
+
+
+def _cache_statements(arns: pulumi.Input[list[str]] | None) -> list[dict]:
+    """The first pull through a cache rule creates the repository and imports the image.
+    https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-iam.html"""
+    if not arns:
+        return []
+    return [
+        {
+            "Sid": "PullBaseImageThroughCache",
+            "Effect": "Allow",
+            "Action": [
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:BatchImportUpstreamImage",
+                "ecr:CreateRepository",
+                "ecr:GetDownloadUrlForLayer",
+            ],
+            "Resource": arns,
+        }
+    ]

@@ -23,6 +23,7 @@ from worker.metrics import (
     JOBS_COMPLETED,
     JOBS_FAILED,
     QUEUE_WAIT_SECONDS,
+    STACK_DIMENSION,
     SYNTH_SECONDS,
 )
 from worker.metrics import NAMESPACE as WORKER_NAMESPACE
@@ -50,8 +51,10 @@ class ObservabilityArgs(BaseModel):
     alerts: AlertsConfig
 
 
-def dashboard_name(stack: str) -> str:
-    return _DASHBOARD_NAME_INVALID.sub("-", f"tts-fleet-{stack}")[:255]
+def dashboard_name(stack: str, region: str) -> str:
+    """Dashboards are global to the account, so the name carries the region as well as the
+    stack: `dev` in two regions would otherwise overwrite one dashboard."""
+    return _DASHBOARD_NAME_INVALID.sub("-", f"tts-fleet-{stack}-{region}")[:255]
 
 
 def dashboard_url(region: str, name: str) -> str:
@@ -79,13 +82,17 @@ def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dic
     }
 
 
-def dashboard_body(region: str, queue: str, dlq: str, cluster: str, service: str) -> str:
+def dashboard_body(
+    region: str, queue: str, dlq: str, cluster: str, service: str, stack: str
+) -> str:
     """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
 
     The worker's own metrics (its EMF lines, DESIGN §5.7) by the names worker/metrics.py
-    emits them under."""
+    emits them under, each with this stack's `Stack` dimension: another stack's workers in
+    the same account and region write the same names under their own dimension value."""
     sqs, ecs, own = "AWS/SQS", "ECS/ContainerInsights", WORKER_NAMESPACE
     task = ("ClusterName", cluster, "ServiceName", service)
+    mine = (STACK_DIMENSION, stack)
     widgets = [
         ("Outstanding jobs (visible + in flight)", [
             [{"expression": "visible + notVisible", "label": "Outstanding", "id": "outstanding"}],
@@ -99,17 +106,17 @@ def dashboard_body(region: str, queue: str, dlq: str, cluster: str, service: str
             [ecs, "PendingTaskCount", *task, {"label": "Pending"}],
         ], "Maximum"),
         ("Jobs completed and failed per minute", [
-            [own, JOBS_COMPLETED, {"label": "Completed"}],
-            [own, JOBS_FAILED, {"label": "Failed"}],
+            [own, JOBS_COMPLETED, *mine, {"label": "Completed"}],
+            [own, JOBS_FAILED, *mine, {"label": "Failed"}],
         ], "Sum"),
         ("Synthesis seconds per job; audio seconds produced", [
-            [own, SYNTH_SECONDS, {"stat": "Average", "label": "Synth s (avg)"}],
-            [own, SYNTH_SECONDS, {"stat": "p90", "label": "Synth s (p90)"}],
-            [own, AUDIO_SECONDS, {"stat": "Sum", "label": "Audio s", "yAxis": "right"}],
+            [own, SYNTH_SECONDS, *mine, {"stat": "Average", "label": "Synth s (avg)"}],
+            [own, SYNTH_SECONDS, *mine, {"stat": "p90", "label": "Synth s (p90)"}],
+            [own, AUDIO_SECONDS, *mine, {"stat": "Sum", "label": "Audio s", "yAxis": "right"}],
         ], "Average"),
         ("Queue wait (s): per job and oldest message", [
-            [own, QUEUE_WAIT_SECONDS, {"stat": "Average", "label": "Wait (avg)"}],
-            [own, QUEUE_WAIT_SECONDS, {"stat": "Maximum", "label": "Wait (max)"}],
+            [own, QUEUE_WAIT_SECONDS, *mine, {"stat": "Average", "label": "Wait (avg)"}],
+            [own, QUEUE_WAIT_SECONDS, *mine, {"stat": "Maximum", "label": "Wait (max)"}],
             [sqs, "ApproximateAgeOfOldestMessage", "QueueName", queue, {"label": "Oldest"}],
         ], "Maximum"),
         ("Dead-letter queue depth", [
@@ -244,21 +251,23 @@ class Observability(pulumi.ComponentResource):
             "the fleet is too small, stuck or at maxWorkers",
             topic, after_policy,
         )  # fmt: skip
-        board_name = dashboard_name(args.stack)
+        board_name = pulumi.Output.from_input(args.region).apply(
+            lambda region: dashboard_name(args.stack, region)
+        )
         aws.cloudwatch.Dashboard(
             f"{name}-dashboard",
             dashboard_name=board_name,
             dashboard_body=pulumi.Output.all(
                 args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
-            ).apply(lambda values: dashboard_body(*values)),
+            ).apply(lambda values: dashboard_body(*values, stack=args.stack)),
             opts=child,
         )
         if args.alerts.monthly_budget_usd is not None:
             self._budget(name, args, topic, after_policy)
         self.alerts_topic_arn = topic.arn
-        self.dashboard_name = pulumi.Output.from_input(board_name)
-        self.dashboard_url = pulumi.Output.from_input(args.region).apply(
-            lambda region: dashboard_url(region, board_name)
+        self.dashboard_name = board_name
+        self.dashboard_url = pulumi.Output.all(args.region, board_name).apply(
+            lambda values: dashboard_url(*values)
         )
         self.dlq_alarm_name = dlq_alarm.name
         self.queue_age_alarm_name = age_alarm.name

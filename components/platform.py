@@ -45,6 +45,7 @@ class Platform(pulumi.ComponentResource):
     dlq_arn: pulumi.Output[str]
     dlq_name: pulumi.Output[str]
     producer_policy_arn: pulumi.Output[str]
+    reader_policy_arn: pulumi.Output[str] | None
     bucket_name: pulumi.Output[str]
     bucket_arn: pulumi.Output[str]
     cluster_name: pulumi.Output[str]
@@ -84,12 +85,23 @@ class Platform(pulumi.ComponentResource):
             opts=child,
         )
         bucket = OutputBucket(
-            f"{name}-outputs", OutputBucketArgs(expire_days=cfg.outputs.expire_days), opts=child
+            f"{name}-outputs",
+            OutputBucketArgs(
+                expire_days=cfg.outputs.expire_days,
+                on_destroy=cfg.outputs.on_destroy,
+                reader_policy=True,
+            ),
+            opts=child,
         )
         image = WorkerImage(
             f"{name}-image",
             WorkerImageArgs(
-                image=cfg.worker.image, worker_dir=args.worker_dir, model=cfg.worker.model
+                image=cfg.worker.image,
+                worker_dir=args.worker_dir,
+                model=cfg.worker.model,
+                model_revision=cfg.worker.model_revision,
+                base_image=cfg.worker.base_image,
+                docker_hub_secret_arn=cfg.worker.docker_hub_secret_arn,
             ),
             opts=child,
         )
@@ -151,19 +163,6 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        observability = Observability(
-            f"{name}-observability",
-            ObservabilityArgs(
-                stack=args.stack,
-                region=region,
-                queue_name=queue.queue_name,
-                dlq_name=queue.dlq_name,
-                cluster_name=capacity.cluster_name,
-                service_name=service.service_name,
-                alerts=cfg.alerts,
-            ),
-            opts=child,
-        )
         self.events_queue_url = self.events_consumer_policy_arn = None
         if cfg.notifications.enabled:
             events = CompletionEvents(
@@ -180,6 +179,7 @@ class Platform(pulumi.ComponentResource):
                 "queue_url": self.queue_url,
                 "dlq_url": self.dlq_url,
                 "producer_policy_arn": self.producer_policy_arn,
+                "reader_policy_arn": self.reader_policy_arn,
                 "bucket_name": self.bucket_name,
                 "cluster_name": self.cluster_name,
                 "service_name": self.service_name,
@@ -209,6 +209,7 @@ class Platform(pulumi.ComponentResource):
         self.dlq_url, self.dlq_arn, self.dlq_name = queue.dlq_url, queue.dlq_arn, queue.dlq_name
         self.producer_policy_arn = queue.producer_policy_arn
         self.bucket_name, self.bucket_arn = bucket.bucket_name, bucket.bucket_arn
+        self.reader_policy_arn = bucket.reader_policy_arn
         self.cluster_name, self.cluster_arn = capacity.cluster_name, capacity.cluster_arn
         self.service_name = service.service_name
         self.image_uri = image.image_uri

@@ -3,6 +3,12 @@
 One container runs vLLM-Omni (the model server on 127.0.0.1:SPEECH_PORT) and the worker
 (`worker/entrypoint.sh`). The service starts at desired count 0 and ignores `desiredCount`
 afterwards: QueueAutoscaling owns it, and `pulumi up` must not reset a running fleet to 0.
+
+`force_new_deployment` is on: changing `gpu.capacityType` replaces the capacity provider, so
+the service's capacity provider strategy changes, and the ECS provider under pulumi-aws
+refuses that update without it ("force_new_deployment should be true when
+capacity_provider_strategy is being updated"). It starts a deployment only when the service
+is updated, which a new task definition does anyway.
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ LOG_RETENTION_DAYS = 30
 # Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
 # and the OS (a hard limit equal to host memory would never be placed).
 MEMORY_RESERVATION_FRACTION = 0.75
+# /dev/shm counts against the host's memory when ECS places the task, so it comes out of
+# that reservation; keep at least this much for the task itself.
+# https://github.com/aws/amazon-ecs-agent/blob/master/proposals/shmsize-tmpfs.md
+MIN_MEMORY_RESERVATION_MIB = 1024
+# Read by vLLM, not by the worker: load the image's CUDA forward-compatibility libraries.
+CUDA_COMPATIBILITY_ENV = "VLLM_ENABLE_CUDA_COMPATIBILITY"
 
 
 def worker_environment(
@@ -37,9 +49,11 @@ def worker_environment(
     dlq_url: str,
     bucket: str,
     region: str,
+    stack: str,
 ) -> list[dict[str, str]]:
     """The env contract of `python -m worker` (DESIGN §3.4), written by the worker's own
-    `worker_env`; called with resolved values, inside the task definition's `apply`."""
+    `worker_env`; called with resolved values, inside the task definition's `apply`. Plus
+    vLLM's own CUDA-compatibility switch when `worker.cudaCompatibility` is set."""
     values = worker_env(
         queue_url=queue_url,
         dlq_url=dlq_url,
@@ -52,8 +66,23 @@ def worker_environment(
         visibility_timeout=queue.visibility_timeout_seconds,
         max_text_chars=worker.max_text_chars,
         stop_timeout_seconds=worker.stop_timeout_seconds,
+        stack_name=stack,
     )
+    if worker.cuda_compatibility:
+        values[CUDA_COMPATIBILITY_ENV] = "1"
     return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def memory_reservation_mib(min_memory_gib: int, shared_memory_mib: int) -> int:
+    """The container's soft memory reservation: the host headroom fraction minus /dev/shm."""
+    reservation = int(min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION) - shared_memory_mib
+    if reservation < MIN_MEMORY_RESERVATION_MIB:
+        raise ValueError(
+            f"worker.sharedMemoryMib {shared_memory_mib} leaves {reservation} MiB of the "
+            f"{min_memory_gib} GiB host (gpu.memoryGib.min) for the task; lower it or raise "
+            "gpu.memoryGib.min"
+        )
+    return reservation
 
 
 class WorkerServiceArgs(BaseModel):
@@ -129,6 +158,7 @@ class WorkerService(pulumi.ComponentResource):
             deployment_circuit_breaker={"enable": True, "rollback": True},
             propagate_tags="SERVICE",
             enable_ecs_managed_tags=True,
+            force_new_deployment=True,
             # QueueAutoscaling owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCount"]),
         )
@@ -163,14 +193,22 @@ class WorkerService(pulumi.ComponentResource):
 
     @staticmethod
     def _containers(args: WorkerServiceArgs, log_group: pulumi.Output[str]) -> pulumi.Output[str]:
+        # Checked here, while the program runs, not inside the apply.
+        reservation = memory_reservation_mib(args.min_memory_gib, args.worker.shared_memory_mib)
+        stack = pulumi.get_stack()
+
         def render(values: list[str]) -> str:
             image, queue_url, dlq_url, bucket, group, region = values
             container = {
                 "name": CONTAINER_NAME,
                 "image": image,
                 "essential": True,
-                "memoryReservation": int(args.min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION),
+                "memoryReservation": reservation,
                 "resourceRequirements": [{"type": "GPU", "value": str(args.gpu_count)}],
+                # vLLM's processes share tensors through /dev/shm; Docker's default is 64 MiB.
+                # The API reference excludes sharedMemorySize only for Fargate.
+                # https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_LinuxParameters.html
+                "linuxParameters": {"sharedMemorySize": args.worker.shared_memory_mib},
                 "stopTimeout": args.worker.stop_timeout_seconds,
                 "environment": worker_environment(
                     args.worker,
@@ -179,6 +217,7 @@ class WorkerService(pulumi.ComponentResource):
                     dlq_url=dlq_url,
                     bucket=bucket,
                     region=region,
+                    stack=stack,
                 ),
                 "logConfiguration": {
                     "logDriver": "awslogs",

@@ -4,7 +4,8 @@
   `worker.settings.load_settings`;
 - the S3 layout and the DLQ copy: written by `worker.loop`, read by the client, the local fleet
   and allowed by the task role's IAM policy;
-- the EMF metrics: emitted by `worker.metrics`, graphed by the dashboard;
+- the EMF metrics: emitted by `worker.metrics` under the task's STACK_NAME, graphed by the
+  dashboard under the same `Stack` dimension;
 - the stack outputs: exported by `__main__.py`, read by `tts_fleet.client.stack`.
 
 Infrastructure runs under the Pulumi mocks; the worker runs in-process against the emulator.
@@ -39,7 +40,7 @@ from tts_fleet.spec.config import StackConfig
 from worker.heartbeat import Task
 from worker.jobs import Job
 from worker.loop import Worker
-from worker.metrics import NAMESPACE, Metrics
+from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
 from worker.protection import Protection
 from worker.settings import DEFAULT_SPEECH_URL, Settings, load_settings
 from worker.speech import Speech
@@ -88,6 +89,7 @@ def test_the_task_definitions_env_loads_as_the_values_it_was_given(
         settings.visibility_timeout,
         settings.max_text_chars,
         settings.stop_timeout_seconds,
+        settings.stack_name,
     )
     assert written == (
         _queue_url(platform, "-jobs"),
@@ -101,6 +103,7 @@ def test_the_task_definitions_env_loads_as_the_values_it_was_given(
         900,
         4321,
         45.0,
+        "dev",
     )
 
 
@@ -124,6 +127,7 @@ def test_the_local_fleets_env_loads_as_the_values_it_was_given(tmp_path: Path) -
         settings.visibility_timeout,
         settings.max_text_chars,
         settings.stop_timeout_seconds,
+        settings.stack_name,
     )
     assert written == (
         "https://q.local/jobs",
@@ -136,6 +140,7 @@ def test_the_local_fleets_env_loads_as_the_values_it_was_given(tmp_path: Path) -
         40,
         4321,
         3.5,
+        "local",  # no --stack: the Stack dimension says so
     )
 
 
@@ -245,36 +250,65 @@ def test_the_local_fleet_reads_the_workers_manifests(
 # ---- the metrics ----------------------------------------------------------------------
 
 
-def _dashboard_metrics(platform: RecordingMocks) -> set[tuple[str, str]]:
+Series = tuple[str, str, tuple[tuple[str, str], ...]]  # namespace, name, dimensions
+
+
+def _dashboard_metrics(platform: RecordingMocks) -> set[Series]:
+    """The worker series the dashboard graphs: namespace, name and its dimension pairs."""
     body = json.loads(platform.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
     rows = [row for w in body["widgets"] for row in w["properties"]["metrics"]]
-    return {(row[0], row[1]) for row in rows if isinstance(row[0], str) and "/" not in row[0]}
+    own = [row for row in rows if isinstance(row[0], str) and "/" not in row[0]]
+    return {(row[0], row[1], tuple(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in own}
 
 
-def _emitted_metrics() -> set[tuple[str, str]]:
+def _emitted_metrics(env: dict[str, str] | None = None) -> set[Series]:
+    """What a worker started with the task definition's env writes: `worker.__main__` builds
+    Metrics from the loaded settings' stack name."""
     stream = io.StringIO()
-    metrics = Metrics(stream)
+    stack = load_settings(env).stack_name if env else "dev"
+    metrics = Metrics(stream, stack=stack)
     metrics.completed(1.0, 2.0, 0.5)
     metrics.failed()
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     return {
-        (group["Namespace"], metric["Name"])
+        (
+            group["Namespace"],
+            metric["Name"],
+            tuple((d, line[d]) for dims in group["Dimensions"] for d in dims),
+        )
         for line in lines
         for group in line["_aws"]["CloudWatchMetrics"]
         for metric in group["Metrics"]
     }
 
 
+def _task_env(platform: RecordingMocks) -> dict[str, str]:
+    task = platform.one("aws:ecs/taskDefinition:TaskDefinition").inputs
+    [container] = json.loads(task["containerDefinitions"])
+    return {item["name"]: item["value"] for item in container["environment"]}
+
+
 def test_the_dashboard_graphs_exactly_the_metrics_the_worker_emits(
     platform: RecordingMocks,
 ) -> None:
     # AWS namespaces contain a "/" (AWS/SQS); the worker's own namespace does not.
-    assert _dashboard_metrics(platform) == _emitted_metrics()
-    assert {namespace for namespace, _ in _emitted_metrics()} == {NAMESPACE}
+    emitted = _emitted_metrics(_task_env(platform))
+    assert _dashboard_metrics(platform) == emitted
+    assert {namespace for namespace, _, _ in emitted} == {NAMESPACE}
+    # Every series carries this stack's dimension, and only it.
+    assert {dims for _, _, dims in emitted} == {(("Stack", "dev"),)}
+
+
+def test_two_stacks_workers_write_distinct_series(platform: RecordingMocks) -> None:
+    prod = run_platform({"worker": WORKER_CONFIG, "queue": QUEUE_CONFIG}, stack="prod")
+    dev_series, prod_series = (_emitted_metrics(_task_env(p)) for p in (platform, prod))
+    assert len(dev_series) == len(prod_series) == 5
+    assert dev_series.isdisjoint(prod_series)
+    assert _dashboard_metrics(prod) == prod_series  # prod's dashboard: prod's series only
 
 
 def test_no_component_restates_a_worker_metric_name() -> None:
-    names = {name for _, name in _emitted_metrics()} | {NAMESPACE}
+    names = {name for _, name, _ in _emitted_metrics()} | {NAMESPACE, STACK_DIMENSION}
     alternatives = "|".join(map(re.escape, sorted(names)))
     quoted = re.compile(rf"""["']({alternatives})["']""")
     found = [

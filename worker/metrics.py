@@ -1,7 +1,10 @@
 """CloudWatch Embedded Metric Format lines on stdout (DESIGN §5.7): no PutMetricData calls.
 
 In ECS the awslogs driver ships stdout to CloudWatch Logs, which turns each line into metrics
-in the `TtsFleet` namespace; the dashboard graphs them.
+in the `TtsFleet` namespace; the dashboard graphs them. Every metric carries one dimension,
+`Stack` (STACK_NAME, written by the task definition), so two stacks in one account and region
+keep separate series and each dashboard reads only its own.
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ UNITS = {
     QUEUE_WAIT_SECONDS: "Seconds",
 }
 METRIC_NAMES = frozenset(UNITS)
+STACK_DIMENSION = "Stack"
+# A dimension value must be 1-1024 characters; a worker started outside a stack says so.
+UNNAMED_STACK = "none"
 
 
 class Metrics:
     """Thread-safe: one line per event, written whole."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, stack: str = "") -> None:
         self._stream = stream
+        self._stack = stack or UNNAMED_STACK
         self._lock = threading.Lock()
 
     def emit(self, values: dict[str, float], **properties: Any) -> None:
@@ -46,12 +53,13 @@ class Metrics:
                 "CloudWatchMetrics": [
                     {
                         "Namespace": NAMESPACE,
-                        "Dimensions": [[]],
+                        "Dimensions": [[STACK_DIMENSION]],
                         "Metrics": [{"Name": name, "Unit": UNITS[name]} for name in values],
                     }
                 ],
             },
             **properties,
+            STACK_DIMENSION: self._stack,  # after the properties: no caller can relabel it
             **values,
         }
         line = json.dumps(record, separators=(",", ":"))

@@ -65,6 +65,8 @@ class Settings:
     ecs_agent_uri: str = ""
     protection_expires_minutes: int = 60
     protection_renew_seconds: float = 1_800.0
+    # The stack the worker belongs to: the `Stack` dimension of its metrics (worker/metrics.py).
+    stack_name: str = ""
 
     @property
     def release_reserve_seconds(self) -> float:
@@ -143,6 +145,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
         False,
     ),
     "PROTECTION_RENEW_SECONDS": ("protection_renew_seconds", _float(0.1), False),
+    "STACK_NAME": ("stack_name", _text, False),
 }
 
 

@@ -46,12 +46,19 @@ def alarms_mode(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "tts-fleet:scaling": scaling}
 
 
+PULL_THROUGH = {
+    "baseImage": "vllm/vllm-openai:v0.30.0",
+    "dockerHubSecretArn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:"
+    "ecr-pullthroughcache/docker-hub-AbCdEf",
+}
 GRAPHS: dict[str, Callable[[], ApiShapedMocks]] = {
     "dev": lambda: record_main(stack_file_config("dev"), "dev"),
     "prod": lambda: record_main(stack_file_config("prod"), "prod"),
     "alarms": lambda: record_main(alarms_mode(stack_file_config("prod")), "prod"),
     "endpoints": lambda: record_platform({"network": {"mode": "endpoints"}}),
     "existing": lambda: record_platform({"network": EXISTING, "worker": {"image": PREBUILT}}),
+    # The base image through a Docker Hub pull-through cache rule (worker.dockerHubSecretArn).
+    "pull-through": lambda: record_platform({"worker": PULL_THROUGH}),
 }
 # The resource types the issue lists, each of which must yield at least one checked request.
 LISTED_TYPES = {
@@ -73,6 +80,7 @@ LISTED_TYPES = {
     "aws:iam/rolePolicy:RolePolicy",
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
     "aws:iam/policy:Policy",
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule",
     "aws:lambda/function:Function",
     "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig",
     "aws:scheduler/schedule:Schedule",
@@ -105,7 +113,7 @@ NOT_CONVERTED = {
     "aws:ecr/lifecyclePolicy:LifecyclePolicy",
 }
 SERVICES = ("ecs", "application-autoscaling", "cloudwatch", "budgets", "ec2", "sqs", "s3",
-            "codebuild", "kms", "iam", "lambda", "scheduler")  # fmt: skip
+            "codebuild", "kms", "iam", "lambda", "scheduler", "ecr")  # fmt: skip
 
 
 @cache
@@ -167,6 +175,7 @@ def test_the_graphs_send_the_operations_each_type_maps_to() -> None:
         ("iam", "PutRolePolicy"),
         ("iam", "AttachRolePolicy"),
         ("iam", "CreatePolicy"),
+        ("ecr", "CreatePullThroughCacheRule"),
         ("iam", "CreateInstanceProfile"),
         ("iam", "AddRoleToInstanceProfile"),
         ("lambda", "CreateFunction"),

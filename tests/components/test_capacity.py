@@ -94,6 +94,7 @@ def test_cluster_roles_and_no_cluster_capacity_providers_association() -> None:
         "aws:iam/instanceProfile:InstanceProfile": 1,
         "aws:iam/rolePolicy:RolePolicy": 1,
         PROVIDER: 1,
+        "pulumi-python:dynamic:Resource": 1,  # CapacityProviderReady
     }  # no aws:ecs/clusterCapacityProviders (pulumi-aws#6061)
     cluster = mocks.one("aws:ecs/cluster:Cluster").inputs
     assert cluster["settings"] == [{"name": "containerInsights", "value": "enabled"}]
@@ -154,3 +155,63 @@ def test_capacity_provider_waits_for_its_roles_permissions() -> None:
         "gpu-infrastructure-policy",
         "gpu-instance-policy",
     ]
+
+
+class ChinaMocks(RecordingMocks):
+    """The recording mocks in the `aws-cn` partition."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        if args.token == "aws:index/getPartition:getPartition":
+            self.calls.append((args.token, dict(args.args)))
+            return {"partition": "aws-cn", "dnsSuffix": "amazonaws.com.cn"}
+        return super().call(args)
+
+
+def test_managed_policy_arns_take_the_stacks_partition() -> None:
+    mocks = ChinaMocks()
+    pulumi.runtime.set_mocks(mocks, project="tts-fleet", stack="dev", preview=False)
+    args = GpuCapacityArgs(
+        gpu=GpuConfig(), host_idle_seconds=300, vpc_id="vpc-0abc12345", subnet_ids=SUBNETS
+    )
+
+    @pulumi.runtime.test
+    def run() -> None:
+        GpuCapacity("gpu", args)
+
+    run()
+    attached = sorted(a.inputs["policyArn"] for a in mocks.of_type(ATTACH))
+    assert attached == [
+        "arn:aws-cn:iam::aws:policy/AmazonECSInfrastructureRolePolicyForManagedInstances",
+        "arn:aws-cn:iam::aws:policy/AmazonECSInstanceRolePolicyForManagedInstances",
+    ]
+
+
+def test_the_provider_name_is_given_out_only_through_the_active_waiter() -> None:
+    seen: dict[str, str] = {}
+
+    def program() -> None:
+        args = GpuCapacityArgs(
+            gpu=GpuConfig(), host_idle_seconds=300, vpc_id="vpc-0abc12345", subnet_ids=SUBNETS
+        )
+        capacity = GpuCapacity("gpu", args)
+        capacity.capacity_provider_name.apply(lambda n: seen.update(name=n))
+
+    mocks = run_program(program)
+    [waiter] = mocks.of_type("pulumi-python:dynamic:Resource")
+    assert waiter.name == "gpu-gpu-active"
+    assert {k: waiter.inputs[k] for k in ("name", "cluster", "region")} == {
+        "name": "gpu-gpu",
+        "cluster": "gpu-cluster",
+        "region": "us-east-1",
+    }
+    # The mock echoes the waiter's inputs; in an `up` its `name` resolves once ACTIVE.
+    assert seen == {"name": "gpu-gpu"}
+
+
+def test_capacity_and_preflight_share_one_requirements_source() -> None:
+    from components import capacity
+    from tts_fleet.deploy import preflight
+    from tts_fleet.spec import gpu
+
+    assert capacity.instance_requirements is gpu.instance_requirements
+    assert preflight.ec2_instance_requirements is gpu.ec2_instance_requirements

@@ -25,6 +25,7 @@ from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, WORKER_DIR
 
 ACCOUNT = "123456789012"
+DEFAULT_BUILD_ARGS = {"BASE_IMAGE": "vllm/vllm-openai:v0.30.0", "MODEL_REVISION": "main"}
 
 
 @pytest.fixture
@@ -40,6 +41,13 @@ def test_tag_changes_when_a_source_file_changes(worker_copy: Path) -> None:
     before = image_tag(worker_copy, "m")
     (worker_copy / "loop.py").write_text("print('work harder')\n")
     assert image_tag(worker_copy, "m") != before
+
+
+def test_tag_changes_with_each_build_arg(worker_copy: Path) -> None:
+    before = image_tag(worker_copy, "m", DEFAULT_BUILD_ARGS)
+    assert image_tag(worker_copy, "m", {**DEFAULT_BUILD_ARGS, "MODEL_REVISION": "abc"}) != before
+    assert image_tag(worker_copy, "m", {**DEFAULT_BUILD_ARGS, "BASE_IMAGE": "x:1"}) != before
+    assert image_tag(worker_copy, "m", dict(reversed(DEFAULT_BUILD_ARGS.items()))) == before
 
 
 def test_tag_changes_when_a_file_is_added_or_the_model_changes(worker_copy: Path) -> None:
@@ -82,12 +90,12 @@ def test_ecr_repository_arn(uri: str, arn: str | None) -> None:
     assert ecr_repository_arn(uri) == arn
 
 
-def build(image: str) -> tuple[RecordingMocks, dict[str, Any]]:
+def build(image: str, **args: Any) -> tuple[RecordingMocks, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
     def program() -> Any:
         img = WorkerImage(
-            "img", WorkerImageArgs(image=image, worker_dir=str(WORKER_DIR), model="m")
+            "img", WorkerImageArgs(image=image, worker_dir=str(WORKER_DIR), model="m", **args)
         )
         return img.image_uri.apply(lambda uri: seen.update(uri=uri))
 
@@ -120,8 +128,9 @@ def test_an_empty_image_builds_worker_dir_with_codebuild_under_the_content_tag()
         "aws:codebuild/project:Project": 1,
         "pulumi-python:dynamic:Resource": 1,
     }
-    tag = image_tag(WORKER_DIR, "m")
+    tag = image_tag(WORKER_DIR, "m", DEFAULT_BUILD_ARGS)
     repo = mocks.one("aws:ecr/repository:Repository").inputs
+    assert repo["forceDelete"] is True  # destroy deletes it with the images it holds
     assert repo["imageTagMutability"] == "IMMUTABLE"
     assert repo["imageScanningConfiguration"] == {"scanOnPush": True}
     assert (

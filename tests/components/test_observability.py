@@ -70,7 +70,7 @@ def test_default_resources_and_outputs() -> None:
     }  # fmt: skip
     assert outputs == {
         "dashboard_url": "https://us-east-1.console.aws.amazon.com/cloudwatch/home"
-        "?region=us-east-1#dashboards:name=tts-fleet-dev",
+        "?region=us-east-1#dashboards:name=tts-fleet-dev-us-east-1",
         "topic": TOPIC_ARN,
     }
 
@@ -162,9 +162,21 @@ def test_budget_filters_on_the_stack_cost_tag_and_notifies_at_80_and_100_percent
 def test_dashboard_resource_carries_the_helper_body() -> None:
     mocks, _ = run({})
     board = mocks.one(DASHBOARD).inputs
-    assert board["dashboardName"] == "tts-fleet-dev"
-    expected = dashboard_body(REGION, "tts-jobs", "tts-dlq", "tts-cluster", "tts-workers")
+    assert board["dashboardName"] == "tts-fleet-dev-us-east-1"
+    expected = dashboard_body(REGION, "tts-jobs", "tts-dlq", "tts-cluster", "tts-workers", "dev")
     assert board["dashboardBody"] == expected
+
+
+def test_two_stacks_dashboards_read_only_their_own_worker_series() -> None:
+    bodies = {stack: run({}, stack)[0].one(DASHBOARD).inputs for stack in ("dev", "prod")}
+    assert [b["dashboardName"] for b in bodies.values()] == [
+        "tts-fleet-dev-us-east-1",
+        "tts-fleet-prod-us-east-1",
+    ]
+    for stack, board in bodies.items():
+        own = [r for r in metric_rows(board["dashboardBody"]) if r[0] == "TtsFleet"]
+        assert len(own) == 7
+        assert {tuple(r[2:4]) for r in own} == {("Stack", stack)}
 
 
 def metric_rows(body: str) -> list[list]:
@@ -172,7 +184,7 @@ def metric_rows(body: str) -> list[list]:
 
 
 def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> None:
-    body = dashboard_body("eu-west-1", "jobs-q", "dlq-q", "gpu-cluster", "workers")
+    body = dashboard_body("eu-west-1", "jobs-q", "dlq-q", "gpu-cluster", "workers", "prod")
     document = json.loads(body)
     assert len(document["widgets"]) == 6
     assert {w["properties"]["region"] for w in document["widgets"]} == {"eu-west-1"}
@@ -211,7 +223,8 @@ def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> Non
         "ServiceName",
         "workers",
     ] in ecs
-    # The worker's EMF metrics carry no dimensions: namespace, name, options only.
+    # The worker's EMF metrics carry one dimension, Stack: namespace, name, Stack, the stack's
+    # name, options.
     own = {r[1] for r in rows if r[0] == "TtsFleet"}
     assert own == {
         "JobsCompleted",
@@ -220,11 +233,15 @@ def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> Non
         "AudioSeconds",
         "QueueWaitSeconds",
     }
-    assert all(len(r) == 3 and isinstance(r[2], dict) for r in rows if r[0] == "TtsFleet")
+    assert all(
+        len(r) == 5 and r[2:4] == ["Stack", "prod"] and isinstance(r[4], dict)
+        for r in rows
+        if r[0] == "TtsFleet"
+    )
 
 
 def test_dashboard_widgets_tile_without_overlap() -> None:
-    widgets = json.loads(dashboard_body("us-east-1", "q", "d", "c", "s"))["widgets"]
+    widgets = json.loads(dashboard_body("us-east-1", "q", "d", "c", "s", "dev"))["widgets"]
     cells = {(w["x"], w["y"]) for w in widgets}
     assert len(cells) == len(widgets)
     assert all(w["x"] + w["width"] <= 24 for w in widgets)
@@ -232,10 +249,14 @@ def test_dashboard_widgets_tile_without_overlap() -> None:
 
 @pytest.mark.parametrize(
     ("stack", "name"),
-    [("dev", "tts-fleet-dev"), ("org.prod", "tts-fleet-org-prod"), ("a_b", "tts-fleet-a_b")],
+    [
+        ("dev", "tts-fleet-dev-eu-west-1"),
+        ("org.prod", "tts-fleet-org-prod-eu-west-1"),
+        ("a_b", "tts-fleet-a_b-eu-west-1"),
+    ],
 )
 def test_dashboard_name_is_a_valid_cloudwatch_name(stack: str, name: str) -> None:
-    assert dashboard_name(stack) == name
+    assert dashboard_name(stack, "eu-west-1") == name
     assert dashboard_url("eu-west-1", name) == (
         "https://eu-west-1.console.aws.amazon.com/cloudwatch/home"
         f"?region=eu-west-1#dashboards:name={name}"

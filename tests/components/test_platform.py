@@ -7,6 +7,7 @@ resource added or lost anywhere shows up here. Mocks cannot prove AWS accepts th
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.lib.stack_support import (
     run_platform,
     stack_file_config,
 )
+from tts_fleet.spec.config import DEFAULT_BASE_IMAGE
 
 OUTPUT_BUCKET = {
     "tts-fleet:storage:OutputBucket": 1,
@@ -50,7 +52,7 @@ CORE = Counter(
         "tts-fleet:queue:JobQueue": 1,
         "aws:sqs/queue:Queue": 2,
         "aws:sqs/queuePolicy:QueuePolicy": 2,
-        "aws:iam/policy:Policy": 1,
+        "aws:iam/policy:Policy": 1 + 1,  # + OutputBucket's reader policy
         # GpuCapacity
         "tts-fleet:capacity:GpuCapacity": 1,
         "aws:ecs/cluster:Cluster": 1,
@@ -60,6 +62,7 @@ CORE = Counter(
         "aws:iam/instanceProfile:InstanceProfile": 1,
         "aws:iam/rolePolicy:RolePolicy": 1 + 2,  # + WorkerService's two role policies
         "aws:ecs/capacityProvider:CapacityProvider": 1,
+        "pulumi-python:dynamic:Resource": 1,  # CapacityProviderReady: waits for ACTIVE
         # WorkerService
         "tts-fleet:service:WorkerService": 1,
         "aws:cloudwatch/logGroup:LogGroup": 1,
@@ -180,7 +183,8 @@ def test_existing_mode_puts_hosts_and_tasks_in_the_given_subnets() -> None:
 
 def test_main_exports_the_stack_outputs() -> None:
     _, exports = run_main(stack_file_config("dev"), "dev")
-    tag = image_tag(WORKER_DIR, "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice")
+    build_args = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": "main"}
+    tag = image_tag(WORKER_DIR, "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", build_args)
     assert exports == {
         "queueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/tts-fleet-queue-jobs",
         "dlqUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/tts-fleet-queue-dlq",
@@ -188,9 +192,10 @@ def test_main_exports_the_stack_outputs() -> None:
         "clusterName": "tts-fleet-capacity-cluster",
         "serviceName": "tts-fleet-worker-service",
         "producerPolicyArn": "arn:aws:iam:us-east-1:123456789012:tts-fleet-queue-producer",
+        "readerPolicyArn": "arn:aws:iam:us-east-1:123456789012:tts-fleet-outputs-reader",
         "imageUri": f"123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-fleet-image-repo:{tag}",
         "dashboardUrl": "https://us-east-1.console.aws.amazon.com/cloudwatch/home"
-        "?region=us-east-1#dashboards:name=tts-fleet-dev",
+        "?region=us-east-1#dashboards:name=tts-fleet-dev-us-east-1",
         "alertsTopicArn": "arn:aws:sns:us-east-1:123456789012:tts-fleet-observability-alerts",
         "controllerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:tts-fleet-dev-controller",
         "eventsQueueUrl": None,  # notifications.enabled is off in Pulumi.dev.yaml
@@ -224,3 +229,27 @@ def test_provider_takes_the_stack_files_region() -> None:
     config = {**stack_file_config("dev"), "aws:region": "eu-west-1"}
     mocks, _ = run_main(config, "dev")
     assert mocks.one("pulumi:providers:aws").inputs["region"] == "eu-west-1"
+
+
+def test_provider_takes_the_stacks_profile_assumed_roles_and_allowed_accounts() -> None:
+    config = {
+        **stack_file_config("dev"),
+        "aws:profile": "deploy-dev",
+        "aws:assumeRoles": [
+            {"roleArn": "arn:aws:iam::210987654321:role/deploy", "sessionName": "tts-fleet"}
+        ],
+        "aws:allowedAccountIds": ["210987654321"],
+    }
+    mocks, _ = run_main(config, "dev")
+    inputs = mocks.one("pulumi:providers:aws").inputs
+    assert inputs["profile"] == "deploy-dev"
+    assert json.loads(inputs["assumeRoles"]) == [
+        {"roleArn": "arn:aws:iam::210987654321:role/deploy", "sessionName": "tts-fleet"}
+    ]
+    assert json.loads(inputs["allowedAccountIds"]) == ["210987654321"]
+
+
+def test_provider_sets_none_of_them_when_the_stack_does_not() -> None:
+    mocks, _ = run_main(stack_file_config("dev"), "dev")
+    inputs = mocks.one("pulumi:providers:aws").inputs
+    assert not {"profile", "assumeRoles", "allowedAccountIds"} & set(inputs)

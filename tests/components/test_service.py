@@ -14,10 +14,10 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.service import WorkerService, WorkerServiceArgs
+from components.service import WorkerService, WorkerServiceArgs, memory_reservation_mib
 from components.service_policies import task_protection_arn
 from tests.lib.pulumi_harness import RecordingMocks, run_program
-from tests.lib.stack_support import policy
+from tests.lib.stack_support import PREBUILT, policy, run_platform
 from tts_fleet.spec.config import QueueConfig, WorkerConfig
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/fleet"
@@ -27,6 +27,7 @@ BUCKET_ARN = "arn:aws:s3:::outputs"
 REPO_ARN = "arn:aws:ecr:us-east-1:123456789012:repository/worker"
 SERVICE = "aws:ecs/service:Service"
 TASK = "aws:ecs/taskDefinition:TaskDefinition"
+PROVIDER = "aws:ecs/capacityProvider:CapacityProvider"
 
 
 def service_args(**overrides: Any) -> WorkerServiceArgs:
@@ -102,6 +103,7 @@ def test_service_starts_at_zero_and_leaves_desired_count_to_autoscaling(
         "assignPublicIp": False,
     }
     assert service["deploymentCircuitBreaker"] == {"enable": True, "rollback": True}
+    assert service["forceNewDeployment"] is True
     assert "launchType" not in service  # a strategy, not a launch type
 
 
@@ -114,7 +116,9 @@ def test_task_definition_runs_on_managed_instances_with_gpus_and_the_worker_env(
     [container] = json.loads(task["containerDefinitions"])
     assert container["resourceRequirements"] == [{"type": "GPU", "value": "2"}]
     assert container["stopTimeout"] == 90
-    assert container["memoryReservation"] == 32 * 1024 * 3 // 4
+    # 75 % of the smallest host, less /dev/shm (2048 MiB by default), which ECS counts too.
+    assert container["memoryReservation"] == 32 * 1024 * 3 // 4 - 2048
+    assert container["linuxParameters"] == {"sharedMemorySize": 2048}
     assert {e["name"]: e["value"] for e in container["environment"]} == {
         "QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
         "DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
@@ -127,6 +131,7 @@ def test_task_definition_runs_on_managed_instances_with_gpus_and_the_worker_env(
         "MAX_TEXT_CHARS": "5000",
         "STOP_TIMEOUT_SECONDS": "90",
         "AWS_REGION": "eu-west-1",
+        "STACK_NAME": "dev",  # the metrics' Stack dimension
     }
     assert container["logConfiguration"] == {
         "logDriver": "awslogs",
@@ -251,3 +256,60 @@ def test_task_and_execution_roles_trust_only_this_accounts_ecs_tasks(
         "w-execution-role": [expected],
         "w-task-role": [expected],
     }
+
+
+def container_of(mocks: RecordingMocks) -> dict[str, Any]:
+    [container] = json.loads(mocks.one(TASK).inputs["containerDefinitions"])
+    return container
+
+
+def test_shared_memory_and_cuda_compatibility_come_from_the_worker_config() -> None:
+    worker = WorkerConfig(model="Qwen/X", shared_memory_mib=8192, cuda_compatibility=True)
+    container = container_of(build(service_args(worker=worker))[0])
+    assert container["linuxParameters"] == {"sharedMemorySize": 8192}
+    assert container["memoryReservation"] == 32 * 1024 * 3 // 4 - 8192
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    assert env["VLLM_ENABLE_CUDA_COMPATIBILITY"] == "1"
+
+
+def test_cuda_compatibility_is_off_by_default(
+    built: tuple[RecordingMocks, dict[str, list[str]]],
+) -> None:
+    names = [e["name"] for e in container_of(built[0])["environment"]]
+    assert "VLLM_ENABLE_CUDA_COMPATIBILITY" not in names
+
+
+def test_shared_memory_that_leaves_the_task_too_little_memory_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"sharedMemoryMib 11500 leaves 788 MiB of the 16 GiB"):
+        memory_reservation_mib(16, 11_500)
+    assert memory_reservation_mib(16, 11_264) == 1024  # the floor itself is enough
+    assert memory_reservation_mib(16, 2048) == 10_240
+
+
+# ---- replaying a gpu.capacityType change ---------------------------------------------------
+
+
+def replay(capacity_type: str) -> RecordingMocks:
+    return run_platform({"worker": {"image": PREBUILT}, "gpu": {"capacityType": capacity_type}})
+
+
+def test_a_capacity_type_change_reaches_a_service_that_can_take_it() -> None:
+    # Two runs of the same program, as two `pulumi up`s would: the second changes only
+    # gpu.capacityType. The capacity provider's launch template differs (the SDK replaces the
+    # provider for it), and the service, whose strategy then names the new provider, carries
+    # force_new_deployment in both: without it pulumi-aws refuses the strategy update.
+    before, after = replay("on-demand"), replay("spot")
+    templates = [
+        m.one(PROVIDER).inputs["managedInstancesProvider"]["instanceLaunchTemplate"]
+        for m in (before, after)
+    ]
+    assert [t["capacityOptionType"] for t in templates] == ["ON_DEMAND", "SPOT"]
+    assert {k: v for k, v in templates[0].items() if k != "capacityOptionType"} == {
+        k: v for k, v in templates[1].items() if k != "capacityOptionType"
+    }
+    services = [m.one(SERVICE).inputs for m in (before, after)]
+    assert [s["forceNewDeployment"] for s in services] == [True, True]
+    assert [s["capacityProviderStrategies"] for s in services] == [
+        [{"capacityProvider": "tts-capacity-gpu", "weight": 1, "base": 0}]
+    ] * 2
+    assert services[0] == services[1]  # nothing else about the service changes

@@ -1,13 +1,16 @@
-"""OutputBucket: private, encrypted, TLS-only, expiring per `outputs.expireDays`.
+"""OutputBucket: private, encrypted, TLS-only, expiring per `outputs.expireDays`; retained or
+deleted on destroy per `outputs.onDestroy`; a reader policy for outputs/ and failures/.
 
 Mocks cannot prove that S3 accepts the configuration; they pin what the program asks for.
 """
 
 from __future__ import annotations
 
+import pulumi
+
 from components.storage import OutputBucket, OutputBucketArgs
 from tests.lib.pulumi_harness import RecordingMocks, run_program
-from tests.lib.stack_support import policy
+from tests.lib.stack_support import PREBUILT, policy, run_platform
 
 BPA = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 LIFECYCLE = "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration"
@@ -71,3 +74,87 @@ def test_lifecycle_expires_after_expire_days() -> None:
 
 def test_expire_days_zero_keeps_objects() -> None:
     assert build(0).one(LIFECYCLE).inputs["rules"] == [ABORT]
+
+
+# ---- outputs.onDestroy ------------------------------------------------------------------
+
+
+def build_recording_options(args: OutputBucketArgs) -> tuple[RecordingMocks, dict[str, bool]]:
+    """The bucket's children and whether each is `retain_on_delete` (a resource option, so
+    not in the mock's inputs: recorded by a transformation on the component)."""
+    retained: dict[str, bool] = {}
+
+    def record(t: pulumi.ResourceTransformationArgs) -> None:
+        if t.type_.startswith("aws:"):
+            retained[t.type_] = bool(t.opts.retain_on_delete)
+        return None
+
+    mocks = run_program(
+        lambda: OutputBucket("out", args, pulumi.ResourceOptions(transformations=[record]))
+    )
+    return mocks, retained
+
+
+BUCKET_PARTS = [
+    "aws:s3/bucket:Bucket",
+    BPA,
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "aws:s3/bucketPolicy:BucketPolicy",
+    LIFECYCLE,
+]
+
+
+def test_retain_leaves_the_bucket_and_its_settings_and_keeps_its_objects() -> None:
+    mocks, retained = build_recording_options(OutputBucketArgs(expire_days=30))
+    assert OutputBucketArgs(expire_days=30).on_destroy == "retain"  # the default
+    assert retained == dict.fromkeys(BUCKET_PARTS, True)
+    assert mocks.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is False
+
+
+def test_delete_empties_and_deletes_the_bucket() -> None:
+    mocks, retained = build_recording_options(OutputBucketArgs(expire_days=30, on_destroy="delete"))
+    assert retained == dict.fromkeys(BUCKET_PARTS, False)
+    assert mocks.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is True
+
+
+def test_the_stack_config_reaches_the_output_bucket() -> None:
+    for mode, force in (("retain", False), ("delete", True)):
+        mocks = run_platform({"worker": {"image": PREBUILT}, "outputs": {"onDestroy": mode}})
+        [bucket] = [b for b in mocks.of_type("aws:s3/bucket:Bucket")]
+        assert (bucket.name, bucket.inputs["forceDestroy"]) == ("tts-outputs-bucket", force)
+
+
+def test_the_build_source_bucket_is_always_deleted() -> None:
+    mocks = run_platform({"outputs": {"onDestroy": "retain"}})
+    force = {b.name: b.inputs["forceDestroy"] for b in mocks.of_type("aws:s3/bucket:Bucket")}
+    assert force == {"tts-outputs-bucket": False, "tts-image-source-bucket": True}
+
+
+# ---- the reader policy ------------------------------------------------------------------
+
+
+def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
+    mocks = run_program(
+        lambda: OutputBucket("out", OutputBucketArgs(expire_days=1, reader_policy=True))
+    )
+    reader = mocks.one("aws:iam/policy:Policy")
+    assert reader.name == "out-reader"
+    assert policy(reader)["Statement"] == [
+        {
+            "Sid": "ReadOutputs",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": ["arn:aws:s3:::out-bucket/outputs/*", "arn:aws:s3:::out-bucket/failures/*"],
+        },
+        {
+            "Sid": "ListOutputs",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": "arn:aws:s3:::out-bucket",
+        },
+    ]
+
+
+def test_no_reader_policy_unless_asked() -> None:
+    assert build(30).of_type("aws:iam/policy:Policy") == []

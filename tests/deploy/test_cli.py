@@ -18,7 +18,8 @@ from pulumi.automation.errors import CommandError
 
 from tests.lib.deploy_fakes import RecordingFactory
 from tts_fleet.cli.deploy import DeployHooks, register
-from tts_fleet.deploy.driver import MISSING_CLI, DeployError
+from tts_fleet.deploy.driver import MISSING_CLI, DeployError, PreflightNote, PreflightRun
+from tts_fleet.spec.config import StackConfig
 
 
 @click.group()
@@ -30,16 +31,21 @@ def cli() -> None:
 register(cli)
 
 
-def invoke(factory: RecordingFactory, project: Path, *args: str) -> Result:
+def invoke(
+    factory: RecordingFactory, project: Path, *args: str, preflight: PreflightRun | None = None
+) -> Result:
+    """The deploy command; no preview preflight unless one is given (its own tests below)."""
     argv = ["deploy", *args, "--project-dir", str(project)]
-    return CliRunner().invoke(cli, argv, obj=DeployHooks(factory=factory))
+    return CliRunner().invoke(cli, argv, obj=DeployHooks(factory=factory, preflight=preflight))
 
 
 def test_bad_set_is_rejected_before_the_workspace_is_touched(project: Path) -> None:
     factory = RecordingFactory()
     result = invoke(factory, project, "preview", "--stack", "dev", "--set", "scaling.maxWorkers=0")
     assert result.exit_code == 2
-    assert result.stderr.splitlines() == ["Error: tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"]
+    assert result.stderr.splitlines() == [
+        "Error: tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"
+    ]
     assert result.stdout == ""
     assert factory.opened == []
 
@@ -236,3 +242,94 @@ def test_a_directory_without_a_project_is_bad_input(tmp_path: Path) -> None:
         f"Error: no Pulumi.yaml in {str(tmp_path)!r}; pass --project-dir"
     ]
     assert factory.opened == []
+
+
+# ---- the GPU preflight before a preview -----------------------------------------------------
+
+
+class CannedPreflight:
+    """Records what the preview asked the preflight for and answers a fixed note."""
+
+    def __init__(self, note: PreflightNote) -> None:
+        self.note = note
+        self.calls: list[tuple[StackConfig, str, str | None]] = []
+
+    def __call__(self, cfg: StackConfig, stack: str, region: str | None) -> PreflightNote:
+        self.calls.append((cfg, stack, region))
+        return self.note
+
+
+NOTE = PreflightNote(
+    ("preflight dev: us-east-1, on-demand, zones us-east-1a", "reachable workers: 8"),
+    {"reachable_workers": 8},
+)
+
+
+def test_preview_prints_the_preflight_before_the_change_summary(project: Path) -> None:
+    factory, preflight = RecordingFactory(), CannedPreflight(NOTE)
+    factory.stack.changes = {"create": 3}
+    result = invoke(
+        factory, project, "preview", "--stack", "dev", "--set", "scaling.maxWorkers=6",
+        preflight=preflight,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "preflight dev: us-east-1, on-demand, zones us-east-1a",
+        "reachable workers: 8",
+        "preview dev: 3 create, 0 update, 0 delete, 0 same",
+    ]
+    [(cfg, stack, region)] = preflight.calls
+    # The merged config (the --set value included) and the stack file's region.
+    assert (cfg.scaling.max_workers, stack, region) == (6, "dev", "us-east-1")
+
+
+def test_preview_json_carries_the_preflight(project: Path) -> None:
+    factory = RecordingFactory()
+    result = invoke(
+        factory, project, "preview", "--stack", "dev", "--json",
+        preflight=CannedPreflight(NOTE),
+    )  # fmt: skip
+    assert json.loads(result.stdout)["preflight"] == {"reachable_workers": 8}
+
+
+def test_a_set_region_is_the_preflights_region(project: Path) -> None:
+    preflight = CannedPreflight(NOTE)
+    invoke(
+        RecordingFactory(), project, "preview", "--stack", "prod", "--set", "aws:region=eu-west-1",
+        preflight=preflight,
+    )  # fmt: skip
+    assert [call[1:] for call in preflight.calls] == [("prod", "eu-west-1")]
+
+
+def test_only_preview_runs_the_preflight(project: Path) -> None:
+    preflight = CannedPreflight(NOTE)
+    for args in (["up"], ["destroy", "--yes"], ["refresh"], ["outputs"]):
+        invoke(RecordingFactory(), project, *args, "--stack", "dev", preflight=preflight)
+    assert preflight.calls == []
+
+
+def test_a_preflight_without_credentials_is_a_warning_and_the_preview_still_runs(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for key in (
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    factory = RecordingFactory()
+    factory.stack.changes = {"create": 1}
+    argv = ["deploy", "preview", "--stack", "dev", "--project-dir", str(project)]
+    result = CliRunner().invoke(cli, argv, obj=DeployHooks(factory=factory))  # the real one
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "warning: preflight did not run: no AWS credentials: set AWS_PROFILE or "
+        "AWS_ACCESS_KEY_ID, or log in",
+        "preview dev: 1 create, 0 update, 0 delete, 0 same",
+    ]
+    assert factory.stack.names() == ["preview"]

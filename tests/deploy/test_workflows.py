@@ -197,3 +197,31 @@ def test_deploy_jobs_deploy_from_the_make_test_venv_which_has_the_infra_extra(jo
     extras = project["optional-dependencies"]
     assert any(r.startswith("tts-fleet[") and "infra" in r for r in extras["dev"])
     assert {r.split(">")[0] for r in extras["infra"]} == {"pulumi", "pulumi-aws"}
+
+
+# The rest of a first `up` after the build (VPC, NAT, endpoints, the service): a margin on
+# top of the build waiter, which itself allows the CodeBuild timeout plus 10 minutes.
+UP_BESIDES_THE_BUILD_SECONDS = 30 * 60
+# STS AssumeRoleWithWebIdentity DurationSeconds: 900..43200 (and at most the role's
+# MaxSessionDuration). https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html
+MAX_SESSION_SECONDS = 43_200
+
+
+@pytest.mark.parametrize("job", ["dev", "prod"])
+def test_deploy_sessions_outlast_the_image_build(job: str) -> None:
+    from components.image_build import BUILD_TIMEOUT_MINUTES, WAIT_TIMEOUT_SECONDS
+
+    (creds,) = uses(load("deploy.yml")["jobs"][job], "aws-actions/configure-aws-credentials")
+    duration = creds["with"]["role-duration-seconds"]
+    assert isinstance(duration, int)
+    assert WAIT_TIMEOUT_SECONDS >= BUILD_TIMEOUT_MINUTES * 60
+    assert WAIT_TIMEOUT_SECONDS + UP_BESIDES_THE_BUILD_SECONDS <= duration <= MAX_SESSION_SECONDS
+    ci = (ROOT / "docs" / "ci.md").read_text()
+    assert "MaxSessionDuration" in ci and str(duration) in ci
+
+
+def test_preview_sessions_keep_the_default_length() -> None:
+    # A preview runs no build (the build resource acts only on create and update), so its
+    # read-only role needs no longer session than the 1 h default.
+    (creds,) = uses(load("preview.yml")["jobs"]["preview"], "aws-actions/configure-aws-credentials")
+    assert "role-duration-seconds" not in creds["with"]

@@ -931,6 +931,19 @@ def iam_attachment(c: Context) -> list[Request]:
     return [c.request("iam", "AttachRolePolicy", params)]
 
 
+def pull_through_cache_rule(c: Context) -> list[Request]:
+    # The provider infers upstreamRegistry from the URL; it sends the fields it is given.
+    mapping = {
+        "ecrRepositoryPrefix": "ecrRepositoryPrefix",
+        "upstreamRegistryUrl": "upstreamRegistryUrl",
+        "credentialArn": "credentialArn",
+        "customRoleArn": "customRoleArn",
+        "upstreamRepositoryPrefix": "upstreamRepositoryPrefix",
+    }
+    params = rename(_without(c.inputs, PROVIDER_ONLY), mapping, "pullThroughCacheRule")
+    return [c.request("ecr", "CreatePullThroughCacheRule", params)]
+
+
 def iam_policy(c: Context) -> list[Request]:
     mapping = {"policy": "PolicyDocument", "description": "Description", "path": "Path"}
     params = rename(_without(c.inputs, PROVIDER_ONLY | {"name", "namePrefix"}), mapping, "policy")
@@ -1079,6 +1092,7 @@ CONVERTERS: dict[str, Callable[[Context], list[Request]]] = {
     "aws:iam/rolePolicy:RolePolicy": iam_role_policy,
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": iam_attachment,
     "aws:iam/policy:Policy": iam_policy,
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": pull_through_cache_rule,
     "aws:iam/instanceProfile:InstanceProfile": instance_profile,
     "aws:lambda/function:Function": lambda_function,
     "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": lambda_event_invoke_config,

@@ -14,16 +14,19 @@ from tts_fleet.deploy.driver import (
     EXIT_BAD_INPUT,
     Action,
     DeployError,
+    PreflightRun,
     Report,
     Request,
     StackFactory,
     open_stack,
+    preflight_note,
     run,
 )
 from tts_fleet.deploy.settings import SettingError, parse_settings
 
 HELP = {
-    "preview": "Show what `up` would change: create/update/delete/same counts.",
+    "preview": "Check GPU quota and capacity (the preflight; a warning if it cannot run), then "
+    "show what `up` would change: create/update/delete/same counts.",
     "up": "Apply the stack, then print its outputs (a prod* stack needs --yes).",
     "destroy": "Delete every resource of the stack (needs --yes).",
     "refresh": "Reconcile the stack's state with what exists in the cloud.",
@@ -33,9 +36,11 @@ HELP = {
 
 @dataclass
 class DeployHooks:
-    """Put one in the click context object (`obj=`) to swap the stack factory in tests."""
+    """Put one in the click context object (`obj=`) to swap the stack factory and the
+    preview's GPU preflight in tests."""
 
     factory: StackFactory = open_stack
+    preflight: PreflightRun | None = preflight_note
 
 
 def register(group: click.Group) -> None:
@@ -99,7 +104,7 @@ def _execute(ctx: click.Context, action: Action, options: dict[str, Any]) -> Non
             yes=options.get("yes", False),
             expect_no_changes=options.get("expect_no_changes", False),
         )
-        report = run(request, hooks.factory, _stream)
+        report = run(request, hooks.factory, _stream, hooks.preflight)
     except SettingError as error:
         report = _failed(action, options["stack"], DeployError(EXIT_BAD_INPUT, str(error)))
     except DeployError as error:

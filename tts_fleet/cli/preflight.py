@@ -10,23 +10,18 @@ from typing import Any
 
 import boto3
 import click
-from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.cli.errors import BadInput, Failed
 from tts_fleet.cli.options import json_flag, project_dir_option, stack_file_option
-from tts_fleet.deploy.preflight import PreflightError, render, run_preflight, stack_region
+from tts_fleet.deploy.preflight import (
+    PreflightError,
+    PreflightUnavailable,
+    check_stack,
+    render,
+    stack_region,
+)
 from tts_fleet.exit_codes import ExitCode
 from tts_fleet.spec.config import ConfigError, load_stack_file, stack_file
-
-# Error codes that mean "these credentials do not work", not "this check failed".
-CREDENTIAL_ERRORS = {
-    "ExpiredToken",
-    "ExpiredTokenException",
-    "UnrecognizedClientException",
-    "InvalidClientTokenId",
-    "AuthFailure",
-    "SignatureDoesNotMatch",
-}
 
 
 @dataclass
@@ -65,25 +60,11 @@ def preflight(
     except ConfigError as error:
         raise BadInput(str(error)) from error
     hooks = ctx.obj if isinstance(ctx.obj, PreflightHooks) else PreflightHooks()
-    session = hooks.session(region_name=region or stack_region(Path(path)))
-    if session.get_credentials() is None:
-        raise BadInput("no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or log in")
-    if not session.region_name:
-        raise BadInput("no AWS region: pass --region or set aws:region in the stack file")
-    result = _run(cfg, stack, session)
+    try:
+        result = check_stack(cfg, stack, hooks.session, region or stack_region(Path(path)))
+    except PreflightUnavailable as error:
+        raise BadInput(str(error)) from error
+    except PreflightError as error:
+        raise Failed(str(error)) from error
     click.echo(json.dumps(result.as_json(), indent=2) if as_json else render(result))
     ctx.exit(ExitCode.FAILED if result.warnings else ExitCode.OK)
-
-
-def _run(cfg: Any, stack: str, session: Any) -> Any:
-    try:
-        ec2 = session.client("ec2")
-        quotas = session.client("service-quotas")
-        return run_preflight(cfg, stack, session.region_name, ec2, quotas)
-    except PreflightError as error:
-        if any(code in str(error) for code in CREDENTIAL_ERRORS):
-            raise BadInput(f"AWS credentials rejected: {error}") from error
-        raise Failed(str(error)) from error
-    except (BotoCoreError, ClientError) as error:
-        # No credentials found only when a call is made, or no endpoint: one line, exit 2.
-        raise BadInput(f"AWS: {error}") from error

@@ -69,6 +69,19 @@ OnOutput = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class PreflightNote:
+    """What `preview` shows of the GPU preflight: lines before the change summary, and the
+    `preflight` member of --json (the check's own JSON, or why it did not run)."""
+
+    lines: tuple[str, ...] = ()
+    data: dict[str, Any] | None = None
+
+
+# (merged stack config, stack name, region or None) -> the note; tests pass a canned one.
+PreflightRun = Callable[[Any, str, str | None], PreflightNote]
+
+
+@dataclass(frozen=True)
 class Request:
     action: Action
     stack: str
@@ -104,8 +117,9 @@ def open_stack(stack: str, project_dir: Path, create: bool) -> StackLike:
         raise DeployError(EXIT_NO_CLI, MISSING_CLI) from error
 
 
-def check_request(request: Request) -> None:
-    """Everything decided without Pulumi: guards, then the merged stack config."""
+def check_request(request: Request) -> Any:
+    """Everything decided without Pulumi: guards, then the merged stack config (returned;
+    None for `outputs`, which reads no config)."""
     if not (request.project_dir / "Pulumi.yaml").is_file():
         raise DeployError(
             EXIT_BAD_INPUT,
@@ -122,25 +136,70 @@ def check_request(request: Request) -> None:
             EXIT_BAD_INPUT,
             f"destroy deletes every resource of {request.stack!r}; pass --yes",
         )
-    if request.action != "outputs":
-        validate(request.project_dir, request.stack, request.settings)
+    if request.action == "outputs":
+        return None
+    return validate(request.project_dir, request.stack, request.settings)
 
 
-def run(request: Request, factory: StackFactory, on_output: OnOutput) -> Report:
-    """Checks the request, opens the stack, applies --set values, runs the action."""
+def run(
+    request: Request,
+    factory: StackFactory,
+    on_output: OnOutput,
+    preflight: PreflightRun | None = None,
+) -> Report:
+    """Checks the request, opens the stack, applies --set values, runs the action; a preview
+    runs the GPU preflight first (`preflight`) and shows it before its change summary."""
     try:
-        check_request(request)
+        cfg = check_request(request)
     except (ConfigError, SettingError) as error:
         raise DeployError(EXIT_BAD_INPUT, str(error)) from error
     try:
         stack = factory(request.stack, request.project_dir, request.action in ("preview", "up"))
         if request.settings:
             stack.set_all_config(_config_map(request.settings), path=True)
-        return _RUNNERS[request.action](stack, request, on_output)
+        note = None
+        if request.action == "preview" and preflight is not None:
+            note = preflight(cfg, request.stack, _region(request))
+        report = _RUNNERS[request.action](stack, request, on_output)
+        return _with_preflight(report, note)
     except Exception as error:
         if not _is_pulumi_error(error):
             raise
         raise DeployError(EXIT_FAILED, _pulumi_failure(request, error)) from error
+
+
+def _region(request: Request) -> str | None:
+    """The stack's region: a `--set aws:region=…`, else the stack file's `aws:region`."""
+    from tts_fleet.deploy.preflight import stack_region
+
+    for setting in request.settings:
+        if setting.key == "aws:region":
+            return setting.text
+    path = request.project_dir / f"Pulumi.{request.stack.rsplit('/', 1)[-1]}.yaml"
+    return stack_region(path) if path.is_file() else None
+
+
+def _with_preflight(report: Report, note: PreflightNote | None) -> Report:
+    if note is None:
+        return report
+    report.lines[:0] = note.lines
+    report.data["preflight"] = note.data
+    return report
+
+
+def preflight_note(cfg: Any, stack: str, region: str | None) -> PreflightNote:
+    """The real preflight for `preview`, with the default boto3 session. A check that cannot
+    run or fails is a warning line here: the preview itself still runs and decides the exit."""
+    import boto3
+
+    from tts_fleet.deploy.preflight import PreflightError, check_stack, render
+
+    try:
+        result = check_stack(cfg, stack, boto3.Session, region)
+    except PreflightError as error:
+        line = f"warning: preflight did not run: {error}"
+        return PreflightNote((line,), {"ok": False, "error": str(error)})
+    return PreflightNote(tuple(render(result).splitlines()), result.as_json())
 
 
 def _config_map(settings: tuple[Setting, ...]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 `pulumi up` succeeds with no GPU quota at all (the service starts at 0 tasks); the first burst
 then sits in PROVISIONING. This asks EC2 and Service Quotas, before the deploy:
 - which instance types match `tts-fleet:gpu` in the region: the attributes the capacity
-  provider gets (components/capacity.py `instance_requirements`), in EC2's API names;
+  provider gets, from the one source both use (tts_fleet/spec/gpu.py), in EC2's API names;
 - in which of the stack's availability zones each is offered;
 - the account's vCPU quota for the family class and purchase option (Service Quotas);
 - the largest worker count that quota allows, warned when it is below `scaling.maxWorkers`;
@@ -14,22 +14,22 @@ Pure apart from the boto3 clients passed in (an EC2 and a Service Quotas client)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.cost.report import CostError, load_prices, pick_instance
 from tts_fleet.spec.config import GpuConfig, NetworkConfig, StackConfig
+from tts_fleet.spec.gpu import ec2_instance_requirements
 
 # The worker image (vllm/vllm-openai) is built for amd64 only; Managed Instances would not
 # place it on an arm64 host, so arm64 GPU types are not capacity for this stack.
 ARCHITECTURES = ["x86_64"]
 VIRTUALIZATION = ["hvm"]
-MIB_PER_GIB = 1024  # as components/capacity.py: GiB in the config, MiB in the API
 DESCRIBE_BATCH = 100  # DescribeInstanceTypes takes at most 100 names per call
 
 # EC2 vCPU quotas per family class and purchase option (Service Quotas, service code "ec2").
@@ -46,6 +46,21 @@ QUOTAS: dict[tuple[str, str], tuple[str, str]] = {
 
 class PreflightError(Exception):
     """The check could not run (an AWS call failed); one readable line."""
+
+
+class PreflightUnavailable(PreflightError):
+    """The check cannot start here: no credentials, rejected credentials or no region."""
+
+
+# Error codes that mean "these credentials do not work", not "this check failed".
+CREDENTIAL_ERRORS = {
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "UnrecognizedClientException",
+    "InvalidClientTokenId",
+    "AuthFailure",
+    "SignatureDoesNotMatch",
+}
 
 
 @dataclass(frozen=True)
@@ -95,25 +110,6 @@ class Preflight:
         return asdict(self)
 
 
-def instance_requirements(gpu: GpuConfig) -> dict[str, Any]:
-    """`tts-fleet:gpu` as EC2 InstanceRequirementsRequest: the same values the capacity
-    provider's `instance_requirements` (components/capacity.py) sends to ECS."""
-    requirements: dict[str, Any] = {
-        "AcceleratorTypes": ["gpu"],
-        "AcceleratorManufacturers": ["nvidia"],
-        "AcceleratorCount": {"Min": gpu.gpu_count, "Max": gpu.gpu_count},
-        "AcceleratorTotalMemoryMiB": {"Min": gpu.min_gpu_memory_gib * MIB_PER_GIB},
-        "VCpuCount": {"Min": gpu.vcpu.min, "Max": gpu.vcpu.max},
-        "MemoryMiB": {
-            "Min": gpu.memory_gib.min * MIB_PER_GIB,
-            "Max": gpu.memory_gib.max * MIB_PER_GIB,
-        },
-    }
-    if gpu.allowed_instance_types:
-        requirements["AllowedInstanceTypes"] = list(gpu.allowed_instance_types)
-    return requirements
-
-
 def instance_class(instance_type: str) -> str | None:
     """ "G" for the G and VT families, "P" for P; None for anything else (no GPU quota known)."""
     family = instance_type.split(".", 1)[0]
@@ -128,7 +124,7 @@ def matching_types(ec2: Any, gpu: GpuConfig) -> list[str]:
     pages = ec2.get_paginator("get_instance_types_from_instance_requirements").paginate(
         ArchitectureTypes=ARCHITECTURES,
         VirtualizationTypes=VIRTUALIZATION,
-        InstanceRequirements=instance_requirements(gpu),
+        InstanceRequirements=ec2_instance_requirements(gpu),
     )
     return sorted({t["InstanceType"] for page in pages for t in page["InstanceTypes"]})
 
@@ -311,6 +307,35 @@ def _quota_warning(result: Preflight) -> str:
         for c in result.quotas
     ]
     return text + (f": request {' or '.join(asks)}" if asks else "")
+
+
+def check_stack(
+    cfg: StackConfig, stack: str, session_factory: Callable[..., Any], region: str | None
+) -> Preflight:
+    """The check for one stack with a boto3-Session-like factory (what `tts-fleet preflight`
+    and `deploy preview` run). PreflightUnavailable when it cannot start, PreflightError when
+    an AWS call fails."""
+    session = session_factory(region_name=region)
+    if session.get_credentials() is None:
+        raise PreflightUnavailable(
+            "no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID, or log in"
+        )
+    if not session.region_name:
+        raise PreflightUnavailable(
+            "no AWS region: pass --region or set aws:region in the stack file"
+        )
+    try:
+        ec2, quotas = session.client("ec2"), session.client("service-quotas")
+        return run_preflight(cfg, stack, session.region_name, ec2, quotas)
+    except PreflightUnavailable:
+        raise
+    except PreflightError as error:
+        if any(code in str(error) for code in CREDENTIAL_ERRORS):
+            raise PreflightUnavailable(f"AWS credentials rejected: {error}") from error
+        raise
+    except (BotoCoreError, ClientError) as error:
+        # No credentials found only when a call is made, or no endpoint: one line.
+        raise PreflightUnavailable(f"AWS: {error}") from error
 
 
 def stack_region(path: Path) -> str | None:

@@ -19,6 +19,9 @@ from pydantic_core import PydanticCustomError
 
 from worker.settings import DEFAULT_MODEL
 
+# The image worker/Dockerfile was written for (vLLM publishes version tags on Docker Hub).
+DEFAULT_BASE_IMAGE = "vllm/vllm-openai:v0.30.0"
+
 NAMESPACE = "tts-fleet"
 
 # CloudWatch evaluates an alarm over at most one day of 1-minute periods.
@@ -37,6 +40,11 @@ MAX_STOP_TIMEOUT_SECONDS = 120
 _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _PRINCIPAL_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:(root|(user|role)/[\w+=,.@/-]+)$")
+# ECR pull-through cache credentials must be a secret whose name starts ecr-pullthroughcache/.
+# https://docs.aws.amazon.com/AmazonECR/latest/APIReference/API_CreatePullThroughCacheRule.html
+_PTC_SECRET_ARN = re.compile(
+    r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:ecr-pullthroughcache/[\w/+=.@-]+$"
+)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 # Application Auto Scaling cron: cron(minutes hours day-of-month month day-of-week year).
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?,/#L W-]+$")
@@ -342,10 +350,71 @@ class WorkerConfig(_Section):
         20_000, ge=1, le=200_000, description="Longest accepted job text; longer goes to the DLQ."
     )
 
+    base_image: str = Field(
+        DEFAULT_BASE_IMAGE,
+        min_length=1,
+        description=(
+            "Base image of the build (`ARG BASE_IMAGE`). A `public.ecr.aws/...` or `quay.io/...`"
+            " image is pulled through an ECR pull-through cache rule the stack creates (no"
+            " credentials); a Docker Hub image too when `dockerHubSecretArn` is set, otherwise"
+            " anonymously from Docker Hub (rate-limited; docs/deploy.md#the-base-image)."
+        ),
+    )
+    docker_hub_secret_arn: str = Field(
+        "",
+        description=(
+            "Secrets Manager secret `ecr-pullthroughcache/...` holding Docker Hub `username` and"
+            " `accessToken`: a Docker Hub `baseImage` is then pulled through an ECR cache."
+        ),
+    )
+    model_revision: str = Field(
+        "main",
+        min_length=1,
+        description=(
+            "Hugging Face revision of the model weights baked in (`ARG MODEL_REVISION`); a"
+            " commit SHA pins them."
+        ),
+    )
+    cuda_compatibility: bool = Field(
+        False,
+        description=(
+            "Set `VLLM_ENABLE_CUDA_COMPATIBILITY=1` on the container: vLLM loads the image's"
+            " CUDA forward-compatibility libraries when the host driver is older."
+        ),
+    )
+    shared_memory_mib: int = Field(
+        2048,
+        ge=64,
+        le=65_536,
+        description=(
+            "`/dev/shm` size (linuxParameters.sharedMemorySize); it counts against the"
+            " task's memory reservation."
+        ),
+    )
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        arn = self.docker_hub_secret_arn
+        if arn and not _PTC_SECRET_ARN.match(arn):
+            return [
+                (
+                    "dockerHubSecretArn",
+                    f"{arn!r} is not a Secrets Manager secret ARN named ecr-pullthroughcache/...",
+                )
+            ]
+        return []
+
 
 class OutputsConfig(_Section):
     expire_days: int = Field(
         30, ge=0, le=3650, description="Delete outputs after this many days; 0 keeps them."
+    )
+
+    on_destroy: Literal["retain", "delete"] = Field(
+        "retain",
+        description=(
+            "What `pulumi destroy` does with the output bucket: `retain` leaves it (and its"
+            " objects) in place, `delete` empties and deletes it. Run `up` after changing it."
+        ),
     )
 
 

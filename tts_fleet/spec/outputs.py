@@ -12,6 +12,7 @@ BUCKET_NAME = "bucketName"
 CLUSTER_NAME = "clusterName"
 SERVICE_NAME = "serviceName"
 PRODUCER_POLICY_ARN = "producerPolicyArn"
+READER_POLICY_ARN = "readerPolicyArn"
 IMAGE_URI = "imageUri"
 DASHBOARD_URL = "dashboardUrl"
 ALERTS_TOPIC_ARN = "alertsTopicArn"
@@ -26,6 +27,7 @@ ALL = (
     CLUSTER_NAME,
     SERVICE_NAME,
     PRODUCER_POLICY_ARN,
+    READER_POLICY_ARN,
     IMAGE_URI,
     DASHBOARD_URL,
     ALERTS_TOPIC_ARN,
