@@ -52,12 +52,14 @@ def _done(sample: Tick, submitted: int) -> str:
 
 
 def idle_countdown(quiet_ticks: int, idle_minutes: int, sample: Tick) -> str:
-    """How long the queue has been empty against the idle window that sends it to zero
-    (in controller mode the window is learned, and idleMinutes is its upper bound)."""
+    """How long the queue has been empty, against the idle alarm's window that sends the fleet
+    to zero. The controller learns its own window (and may keep a worker for the arrival
+    rate), so there the count stands alone beside its reason."""
     if quiet_ticks <= 0 or (sample.desired == 0 and sample.running == 0):
         return ""
-    bound = "at most " if sample.reason else ""
-    return f"idle {quiet_ticks} of {bound}{idle_minutes} ticks"
+    if sample.reason:
+        return f"idle {quiet_ticks} ticks"
+    return f"idle {quiet_ticks} of {idle_minutes} ticks"
 
 
 def _when(sample: Tick) -> str:
@@ -106,8 +108,9 @@ class LiveView:
 
     def update(self, sample: Tick, submitted: int) -> None:
         self._backlog.append(shown_outstanding(sample, submitted))
-        if sample.tick != self._last_tick:  # controller mode samples six times a tick
-            self._last_tick = sample.tick
+        minute = int(sample.minute) if sample.reason else sample.tick
+        if minute != self._last_tick:  # controller mode samples six times a tick
+            self._last_tick = minute
             self._quiet = self._quiet + 1 if sample.outstanding == 0 else 0
         idle = idle_countdown(self._quiet, self.idle_minutes, sample)
         if self._live is not None:
