@@ -3,8 +3,9 @@
 `vllm` is a small Python script on PATH that records its arguments, answers /health and
 records SIGTERM (and can crash at start, die mid-run or ignore SIGTERM); `python -m worker`
 resolves to a stand-in package in a temp dir that records start, the stop budget it was
-handed, SIGTERM and exit (and can drain forever). The events file gives the order. What this cannot prove: that the real
-vLLM-Omni accepts `--omni` (no GPU here), nor the Dockerfile build (no Docker engine here).
+handed, SIGTERM and exit (and can drain forever). The events file gives the order. What this
+cannot prove: that the real vLLM-Omni accepts `--omni` (no GPU here), nor the Dockerfile
+build (no Docker engine here).
 """
 
 from __future__ import annotations
