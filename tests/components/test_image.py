@@ -23,9 +23,10 @@ from components.image_build import BuildFailed, WorkerImageBuildProvider, wait_f
 from components.image_source import ecr_repository_arn, image_tag, source_files
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, WORKER_DIR
+from tts_fleet.spec.config import DEFAULT_BASE_IMAGE
 
 ACCOUNT = "123456789012"
-DEFAULT_BUILD_ARGS = {"BASE_IMAGE": "vllm/vllm-openai:v0.30.0", "MODEL_REVISION": "main"}
+DEFAULT_BUILD_ARGS = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": "main"}
 
 
 @pytest.fixture
@@ -114,6 +115,7 @@ def test_an_empty_image_builds_worker_dir_with_codebuild_under_the_content_tag()
         "tts-fleet:image:WorkerImage": 1,
         "aws:ecr/repository:Repository": 1,
         "aws:ecr/lifecyclePolicy:LifecyclePolicy": 1,
+        "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": 1,  # the ECR Public default base
         "tts-fleet:storage:OutputBucket": 1,
         "aws:s3/bucket:Bucket": 1,
         "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": 1,

@@ -188,15 +188,28 @@ def test_a_docker_hub_base_with_a_secret_goes_through_a_credentialed_rule() -> N
     assert len(cache_statements(mocks)) == 1
 
 
-def test_the_default_base_is_pulled_from_docker_hub_with_no_rule() -> None:
+def test_the_default_base_comes_through_the_stacks_ecr_public_cache_rule() -> None:
+    # No anonymous Docker Hub pull in CodeBuild's shared egress (its `toomanyrequests` failed
+    # whole deploys): the default is Docker's official Python image as mirrored on ECR Public,
+    # pulled through a rule the stack creates; worker/Dockerfile installs the pinned vLLM on it.
     mocks = build()
-    assert mocks.of_type(RULE) == []
+    assert mocks.one(RULE).inputs == {
+        "ecrRepositoryPrefix": "tts-dev-ecr-public",
+        "upstreamRegistryUrl": "public.ecr.aws",
+    }
     env = env_of(mocks)
     assert {k: env[k] for k in ("BASE_IMAGE", "MODEL", "MODEL_REVISION")} == {
-        "BASE_IMAGE": "vllm/vllm-openai:v0.30.0",
+        "BASE_IMAGE": f"{REGISTRY}/tts-dev-ecr-public/docker/library/python:3.12-bookworm",
         "MODEL": "m",
         "MODEL_REVISION": "main",
     }
+    assert len(cache_statements(mocks)) == 1
+
+
+def test_a_docker_hub_base_without_a_secret_is_pulled_as_given_with_no_rule() -> None:
+    mocks = build(base_image="vllm/vllm-openai:v0.30.0")
+    assert mocks.of_type(RULE) == []
+    assert env_of(mocks)["BASE_IMAGE"] == "vllm/vllm-openai:v0.30.0"
     assert cache_statements(mocks) == []
 
 

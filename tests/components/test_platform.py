@@ -97,6 +97,8 @@ BUILT_IMAGE = Counter(
     {
         "aws:ecr/repository:Repository": 1,
         "aws:ecr/lifecyclePolicy:LifecyclePolicy": 1,
+        # the default base image (ECR Public) comes through the stack's own cache rule
+        "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": 1,
         "aws:s3/bucketObjectv2:BucketObjectv2": 1,
         "aws:cloudwatch/logGroup:LogGroup": 1,
         "aws:iam/role:Role": 1,

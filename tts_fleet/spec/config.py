@@ -19,8 +19,10 @@ from pydantic_core import PydanticCustomError
 
 from worker.settings import DEFAULT_MODEL
 
-# The image worker/Dockerfile was written for (vLLM publishes version tags on Docker Hub).
-DEFAULT_BASE_IMAGE = "vllm/vllm-openai:v0.30.0"
+# Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
+# the first build does not depend on anonymous Docker Hub pulls (worker/Dockerfile installs
+# the pinned vLLM on it).
+DEFAULT_BASE_IMAGE = "public.ecr.aws/docker/library/python:3.12-bookworm"
 
 NAMESPACE = "tts-fleet"
 
@@ -349,7 +351,6 @@ class WorkerConfig(_Section):
     max_text_chars: int = Field(
         20_000, ge=1, le=200_000, description="Longest accepted job text; longer goes to the DLQ."
     )
-
     base_image: str = Field(
         DEFAULT_BASE_IMAGE,
         min_length=1,
@@ -408,7 +409,6 @@ class OutputsConfig(_Section):
     expire_days: int = Field(
         30, ge=0, le=3650, description="Delete outputs after this many days; 0 keeps them."
     )
-
     on_destroy: Literal["retain", "delete"] = Field(
         "retain",
         description=(

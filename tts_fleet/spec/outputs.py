@@ -16,9 +16,9 @@ READER_POLICY_ARN = "readerPolicyArn"
 IMAGE_URI = "imageUri"
 DASHBOARD_URL = "dashboardUrl"
 ALERTS_TOPIC_ARN = "alertsTopicArn"
+CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.controller: lambda
 EVENTS_QUEUE_URL = "eventsQueueUrl"  # null unless notifications.enabled
 EVENTS_CONSUMER_POLICY_ARN = "eventsConsumerPolicyArn"  # null unless notifications.enabled
-CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.controller: lambda
 
 ALL = (
     QUEUE_URL,
