@@ -16,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
+from components.controller import dashboard_widget as controller_widget
 from components.iam import deny_insecure_transport
 from tts_fleet.spec.config import AlertsConfig
 from worker.metrics import (
@@ -49,6 +50,7 @@ class ObservabilityArgs(BaseModel):
     cluster_name: StrInput
     service_name: StrInput
     alerts: AlertsConfig
+    controller: bool = False  # scaling.controller lambda: graph its decisions too
 
 
 def dashboard_name(stack: str, region: str) -> str:
@@ -83,7 +85,13 @@ def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dic
 
 
 def dashboard_body(
-    region: str, queue: str, dlq: str, cluster: str, service: str, stack: str
+    region: str,
+    queue: str,
+    dlq: str,
+    cluster: str,
+    service: str,
+    stack: str,
+    controller: bool = False,
 ) -> str:
     """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
 
@@ -123,6 +131,8 @@ def dashboard_body(
             [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", dlq, {"label": "DLQ"}],
         ], "Maximum"),
     ]  # fmt: skip
+    if controller:  # what the scaling controller decided, beside what ECS then ran
+        widgets.insert(2, controller_widget(stack))
     return json.dumps(
         {
             "widgets": [
@@ -259,7 +269,9 @@ class Observability(pulumi.ComponentResource):
             dashboard_name=board_name,
             dashboard_body=pulumi.Output.all(
                 args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
-            ).apply(lambda values: dashboard_body(*values, stack=args.stack)),
+            ).apply(
+                lambda values: dashboard_body(*values, stack=args.stack, controller=args.controller)
+            ),
             opts=child,
         )
         if args.alerts.monthly_budget_usd is not None:

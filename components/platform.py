@@ -160,6 +160,7 @@ class Platform(pulumi.ComponentResource):
                 cluster_name=capacity.cluster_name,
                 service_name=service.service_name,
                 alerts=cfg.alerts,
+                controller=cfg.scaling.controller == "lambda",
             ),
             opts=child,
         )

@@ -32,6 +32,7 @@ from tts_fleet.client import stack as client_stack
 from tts_fleet.client.aws import Target
 from tts_fleet.client.dlq import peek_dead_letters
 from tts_fleet.client.results import outcomes, result_objects
+from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
@@ -258,7 +259,10 @@ def _dashboard_metrics(platform: RecordingMocks) -> set[Series]:
     body = json.loads(platform.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
     rows = [row for w in body["widgets"] for row in w["properties"]["metrics"]]
     own = [row for row in rows if isinstance(row[0], str) and "/" not in row[0]]
-    return {(row[0], row[1], tuple(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in own}
+    # The controller's decisions share the namespace; they are its contract, not the worker's
+    # (tests/components/test_observability.py ties those to tts_fleet/controller/metrics.py).
+    worker = [row for row in own if row[1] not in CONTROLLER_METRICS]
+    return {(row[0], row[1], tuple(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in worker}
 
 
 def _emitted_metrics(env: dict[str, str] | None = None) -> set[Series]:

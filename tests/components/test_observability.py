@@ -265,3 +265,19 @@ def test_dashboard_name_is_a_valid_cloudwatch_name(stack: str, name: str) -> Non
 
 def test_budget_filter_value_uses_the_user_tag_format() -> None:
     assert budget_filter_value("dev") == "user:tts-fleet:stack$dev"
+
+
+def test_in_controller_mode_the_dashboard_graphs_its_decisions_for_this_stack_only() -> None:
+    from tts_fleet.controller.metrics import METRIC_NAMES, NAMESPACE, STACK_DIMENSION
+
+    def controller_lines(body: str) -> list[list]:
+        widgets = json.loads(body)["widgets"]
+        return [
+            line for w in widgets for line in w["properties"]["metrics"]
+            if line[:1] == [NAMESPACE] and str(line[1]).startswith("Controller")
+        ]  # fmt: skip
+
+    on = controller_lines(dashboard_body("us-east-1", "q", "d", "c", "s", "dev", controller=True))
+    assert sorted(line[1] for line in on) == sorted(METRIC_NAMES)
+    assert all(line[2:4] == [STACK_DIMENSION, "dev"] for line in on)
+    assert controller_lines(dashboard_body("us-east-1", "q", "d", "c", "s", "dev")) == []
