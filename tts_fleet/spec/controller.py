@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Protocol
+from typing import Any
+
+from tts_fleet.spec.policy import ScalingParams
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
 SAMPLE_INTERVAL_S = 10.0
 # Recent idle gaps kept for the learned idle window.
 MAX_GAPS = 8
-
-
-class _ScalingLike(Protocol):
-    """What `from_config` reads; `tts_fleet.spec.config.ScalingConfig` satisfies it."""
-
-    @property
-    def min_workers(self) -> int: ...
-    @property
-    def max_workers(self) -> int: ...
-    @property
-    def jobs_per_worker(self) -> int: ...
-    @property
-    def idle_minutes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -46,7 +35,7 @@ class ControllerParams:
     @classmethod
     def from_config(
         cls,
-        scaling: _ScalingLike,
+        scaling: ScalingParams,
         *,
         cold_start_s: float,
         seconds_per_job: float,
