@@ -76,13 +76,15 @@ def test_wait_on_good_and_poison_jobs_exits_1_and_lists_the_failed(
     aws_env: dict[str, str], names: dict[str, str], tmp_path: Path
 ) -> None:
     good = jobs_file(tmp_path / "good.jsonl", 6, "good")
-    poison = jobs_file(tmp_path / "poison.jsonl", 2, "poison", voice="Nobody")  # speech rejects it
-    source = tmp_path / "mixed.jsonl"
-    source.write_text(good.read_text() + poison.read_text())
-    summary = tmp_path / "submitted.json"
-    submitted = run("submit", str(source), "--json")
+    submitted = run("submit", str(good), "--json")
     assert submitted.exit_code == 0
-    summary.write_text(submitted.stdout)
+    # `submit` refuses a voice the server rejects; another producer may send one anyway.
+    poison = [{"id": f"poison{n:04d}", "text": "Hi.", "voice": "Nobody"} for n in range(2)]
+    for body in poison:
+        boto3.client("sqs").send_message(QueueUrl=names["queue_url"], MessageBody=json.dumps(body))
+    summary = tmp_path / "submitted.json"
+    ids = json.loads(submitted.stdout)["ids"] + [body["id"] for body in poison]
+    summary.write_text(json.dumps({"ids": ids}))
     with start_speech_server("tone", latency_ms=0) as speech, Processes() as procs:
         procs.add(start_worker(aws_env, SPEECH_URL=speech.url, **env_for(names)))
         waited = run("wait", str(summary), "--timeout", "240", "--interval", "0.5")

@@ -97,7 +97,7 @@ def test_same_job_twice_is_one_output(aws_env, sqs, s3, procs: Processes):
         wait_for(lambda: version_counts(s3, names["bucket"]) == expected, 60)
         wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60)
         sqs.send_message(QueueUrl=names["queue_url"], MessageBody=named.body())  # a resubmit
-        wait_for_log(worker, r"already done: deleting the duplicate", count=3)
+        wait_for_log(worker, r"made from this request: deleting the message", count=3)
         wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60)
         worker.terminate()
         assert worker.wait(30) == 0

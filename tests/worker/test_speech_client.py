@@ -87,7 +87,7 @@ def test_a_prompt_too_long_500_is_split_again(tone: SpeechServer) -> None:
 
 
 def test_instructions_past_500_are_permanent(tone: SpeechServer) -> None:
-    job = Job(text="Hi.", instructions="x" * 501)
+    job = Job.model_construct(text="Hi.", instructions="x" * 501)  # past the job contract
     with pytest.raises(PermanentSpeechError, match="400: Instructions too long"):
         SpeechClient(tone.url).synthesize(job)
 
