@@ -51,6 +51,7 @@ from typing import Any, ClassVar
 import boto3
 
 from tts_fleet.local import procs
+from tts_fleet.local.emulator import emulator_env
 from worker.jobs import Job, manifest_key
 from worker.settings import worker_env
 
@@ -511,14 +512,7 @@ class Chaos(threading.Thread):
 
 
 def aws_env(endpoint: str) -> dict[str, str]:
-    env = {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-    }
-    return {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, **emulator_env(endpoint), "PYTHONUNBUFFERED": "1"}
 
 
 def make_stack(sqs: Any, s3: Any) -> dict[str, str]:

@@ -28,6 +28,7 @@ import httpx
 
 from tts_fleet.client.status import queue_counts
 from tts_fleet.local import procs
+from tts_fleet.local.emulator import emulator_env
 from worker.jobs import Job, audio_key, manifest_key
 
 REGION = "us-east-1"
@@ -46,13 +47,7 @@ def wait_for(predicate: Callable[[], T], timeout: float, interval: float, what: 
 
 
 def aws_env(endpoint: str) -> dict[str, str]:
-    env = {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-    }
+    env = emulator_env(endpoint)
     os.environ.update(env)
     return {**os.environ, **env}
 

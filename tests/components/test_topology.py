@@ -47,7 +47,7 @@ def test_the_stack_creates_the_alarms_dashboard_and_keys_the_topology_lists(
 def test_the_controller_metrics_the_cost_model_counts_are_the_ones_it_emits() -> None:
     from tts_fleet.controller.metrics import METRIC_NAMES
 
-    assert topology.CONTROLLER_METRICS == len(METRIC_NAMES)
+    assert len(METRIC_NAMES) == topology.CONTROLLER_METRICS
     controller = StackConfig.from_raw({"scaling": {"controller": "lambda"}})
     alarms_mode = StackConfig.from_raw({"scaling": {"controller": "alarms"}})
     assert topology.custom_metrics_always_on(controller) == len(METRIC_NAMES)

@@ -27,15 +27,11 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.results import outcomes
+from tts_fleet.client.results import outcomes, read_failure, read_manifest
 from worker.jobs import (
     FAILURES_PREFIX,
     ID_PATTERN,
     OUTPUTS_PREFIX,
-    FailureRecord,
-    Manifest,
-    failure_key,
-    manifest_key,
 )
 
 DONE, FAILED = "done", "failed"
@@ -133,25 +129,6 @@ class Waiting:
         # Another request's record (an earlier version of an edited job) is not this failure.
         if record is None or digest is None or record.request_digest in (None, digest):
             self.failed[job_id] = reason
-
-
-def read_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
-    """The job's manifest, or None when it is missing or unreadable (not done)."""
-    try:
-        body = s3.get_object(Bucket=target.bucket, Key=manifest_key(job_id, target.prefix))
-        return Manifest.model_validate_json(body["Body"].read())
-    except READ_ERRORS:
-        return None
-
-
-def read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | None, str]:
-    """The job's failure record and its one-line reason (the record may be unreadable)."""
-    try:
-        body = s3.get_object(Bucket=target.bucket, Key=failure_key(job_id, target.prefix))
-        record = FailureRecord.model_validate_json(body["Body"].read())
-    except READ_ERRORS as error:
-        return None, f"failure record unreadable: {error}"
-    return record, record.reason()
 
 
 def wait_for_completions(

@@ -127,17 +127,18 @@ def _failure(
 ) -> tuple[FailureRecord | None, str]:
     seen = cache.failures.get(job_id)
     if seen is None or seen[0] != etag:
-        seen = (etag, *_read_failure(s3, target, job_id))
+        seen = (etag, *read_failure(s3, target, job_id))
         cache.failures[job_id] = seen
     return seen[1], seen[2]
 
 
 def _failure_reason(s3: Any, target: Target, job_id: str) -> str:
     """The failure record's one-line reason (or why it cannot be read)."""
-    return _read_failure(s3, target, job_id)[1]
+    return read_failure(s3, target, job_id)[1]
 
 
-def _read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | None, str]:
+def read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | None, str]:
+    """The job's failure record and its one-line reason (the record may be unreadable)."""
     try:
         body = s3.get_object(Bucket=target.bucket, Key=failure_key(job_id, target.prefix))
         record = FailureRecord.model_validate_json(body["Body"].read())

@@ -74,12 +74,17 @@ class LocalAws:
 
     def env(self) -> dict[str, str]:
         """What a process (a worker, `tts-fleet submit`) needs to reach the emulator."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_REGION": REGION,
-            "AWS_DEFAULT_REGION": REGION,
-            **DUMMY_CREDENTIALS,
-        }
+        return emulator_env(self.endpoint)
+
+
+def emulator_env(endpoint: str) -> dict[str, str]:
+    """The AWS variables that point boto3 (in this process or a child) at an emulator."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        **DUMMY_CREDENTIALS,
+    }
 
 
 def clients(endpoint: str) -> tuple[Any, Any]:
