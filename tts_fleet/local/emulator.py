@@ -160,6 +160,26 @@ def download(aws: LocalAws, keys: list[str], prefix: str, directory: Path) -> li
     return paths
 
 
+def download_outputs(aws: LocalAws, manifest_keys: list[str], directory: Path) -> list[Path]:
+    """Each job's manifest into `directory` as `<id>.json`, and the audio its `audio_key`
+    names as `<id>.<format>`: a re-made job's audio lives under a hashed key, and its old
+    audio, which the manifest no longer names, is not copied."""
+    from worker.jobs import Manifest
+
+    paths: list[Path] = []
+    if manifest_keys:
+        directory.mkdir(parents=True, exist_ok=True)
+    for key in manifest_keys:
+        body = aws.s3.get_object(Bucket=aws.bucket, Key=key)["Body"].read()
+        manifest = Manifest.model_validate_json(body)
+        audio = directory / f"{manifest.id}.{manifest.audio_key.rsplit('.', 1)[-1]}"
+        aws.s3.download_file(aws.bucket, manifest.audio_key, str(audio))
+        path = directory / f"{manifest.id}.json"
+        path.write_bytes(body)  # after the audio: here too a manifest means done
+        paths += [audio, path]
+    return paths
+
+
 # ReceiveMessage returns at most 10 messages; the longest visibility hides them for good.
 RECEIVE_MAX_MESSAGES = 10
 MAX_VISIBILITY_SECONDS = 43_200

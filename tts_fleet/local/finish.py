@@ -120,7 +120,8 @@ def _download(run: FinishedRun, out: Path) -> tuple[list[Manifest], set[str]]:
     """Audio and manifests into `out`, failure records into `out/failures`."""
     outputs = emulator.list_keys(run.aws, OUTPUTS_PREFIX)
     failures = emulator.list_keys(run.aws, FAILURES_PREFIX)
-    paths = emulator.download(run.aws, outputs, OUTPUTS_PREFIX, out)
+    manifests = [key for key in outputs if key.endswith(".json")]
+    paths = emulator.download_outputs(run.aws, manifests, out)
     emulator.download(run.aws, failures, FAILURES_PREFIX, out / "failures")
     return read_manifests(paths), {Path(key).stem for key in failures}
 

@@ -271,12 +271,11 @@ class LocalRun:
     def _fetch_finished(self) -> None:
         """Copies each finished job's audio and manifest into --out as it finishes, so a
         closed terminal or a kill loses no output that was done (the end copies the rest)."""
-        keys = [k for k in local_aws.list_keys(self.aws, OUTPUTS_PREFIX) if k not in self._fetched]
-        done = {k.removesuffix(".json") for k in keys if k.endswith(".json")}
-        # The audio is written before the manifest: a job is fetched once its manifest exists.
-        ready = [k for k in keys if k.rsplit(".", 1)[0] in done]
-        local_aws.download(self.aws, ready, OUTPUTS_PREFIX, self.out_dir)
-        self._fetched.update(ready)
+        keys = local_aws.list_keys(self.aws, OUTPUTS_PREFIX)
+        # A job is fetched once its manifest exists (the audio is written before it).
+        new = [k for k in keys if k.endswith(".json") and k not in self._fetched]
+        local_aws.download_outputs(self.aws, new, self.out_dir)
+        self._fetched.update(new)
 
     def _check_health(self, view: LiveView, sample: Tick) -> None:
         """Says when a worker dies on its own; stops a run that cannot make progress."""
