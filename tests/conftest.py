@@ -7,7 +7,6 @@ fails, so `make test-fast` (`-m "not processes"`) really starts none.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -20,14 +19,12 @@ REGION = "us-east-1"
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
+    """The local fleet's own emulator (tts_fleet/local/emulator.py), once per session."""
+    from tts_fleet.local.emulator import Emulator
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    emulator = Emulator()
+    yield emulator.start()
+    emulator.stop()
 
 
 @pytest.fixture

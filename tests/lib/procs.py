@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tts_fleet.local import procs as local_procs
 from worker.settings import ENV_NAMES
 from worker.settings import worker_env as settings_env
 
@@ -105,46 +106,18 @@ def start_speech_server(
     timeout: float = 30.0,
     extra_args: tuple[str, ...] = (),
 ) -> SpeechServer:
-    """Starts `python -m tts_fleet.local.speech_server` and waits for its `listening on` line."""
-    args = [
-        sys.executable,
-        "-m",
-        "tts_fleet.local.speech_server",
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
-    args += ["--backend", backend, *extra_args]
-    if latency_ms is not None:
-        args += ["--latency-ms", str(latency_ms)]
+    """The local fleet's own start (`tts_fleet.local.procs.start_speech_server`), with the
+    test-only knobs passed through as its flags."""
+    assert host == "127.0.0.1", "the speech stand-in listens on loopback only"
+    extra = [*extra_args]
     if batch_exponent is not None:
-        args += ["--batch-exponent", str(batch_exponent)]
+        extra += ["--batch-exponent", str(batch_exponent)]
     log_path = _logfile(f"speech-{backend}")
-    with open(log_path, "wb") as err:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=err)
-    assert proc.stdout is not None
-    try:
-        line = _readline_with_timeout(proc, timeout)
-    except BaseException:
-        stop_process(proc, 2)
-        raise
-    match = re.fullmatch(r"listening on (http://(.+):(\d+))", line.strip())
-    if not match:
-        stop_process(proc, 2)
-        raise RuntimeError(f"speech server did not start: {line!r}\n{log_path.read_text()}")
-    return SpeechServer(match.group(1), proc, log_path, int(match.group(3)))
-
-
-def _readline_with_timeout(proc: subprocess.Popen[bytes], timeout: float) -> str:
-    import selectors
-
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout):
-            raise RuntimeError(f"speech server printed nothing within {timeout:g}s")
-    return proc.stdout.readline().decode(errors="replace")
+    proc, url = local_procs.start_speech_server(
+        backend, latency_ms or 0.0, os.environ, log_path, timeout, port=port,
+        extra_args=tuple(extra),
+    )  # fmt: skip
+    return SpeechServer(url, proc, log_path, int(url.rsplit(":", 1)[1]))
 
 
 class WorkerProcess(subprocess.Popen[bytes]):

@@ -111,11 +111,16 @@ def start_speech_server(
     log_path: Path,
     timeout: float,
     cancelled: Callable[[], bool] = lambda: False,
+    *,
+    port: int = 0,
+    extra_args: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """`python -m tts_fleet.local.speech_server` on a free port; returns the process and its URL."""
+    """`python -m tts_fleet.local.speech_server` on 127.0.0.1 (`port` 0: a free one); returns
+    the process and its URL once it says it listens. The test suite starts it this way too."""
     argv = python_module(
-        "tts_fleet.local.speech_server", "--host", "127.0.0.1", "--port", "0", "--backend", backend
-    )
+        "tts_fleet.local.speech_server", "--host", "127.0.0.1", "--port", str(port),
+        "--backend", backend, *extra_args,
+    )  # fmt: skip
     if latency_ms > 0:
         argv += ["--latency-ms", f"{latency_ms:g}"]
     proc = spawn(argv, env, log_path)
