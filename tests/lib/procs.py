@@ -223,7 +223,7 @@ def make_queues_and_bucket(
     return {"queue_url": queue_url, "dlq_url": dlq_url, "bucket": bucket}
 
 
-def queue_counts(sqs: Any, queue_url: str) -> tuple[int, int]:
+def visible_and_in_flight(sqs: Any, queue_url: str) -> tuple[int, int]:
     """(visible, in flight) — what the scaler calls outstanding when summed."""
     attrs = sqs.get_queue_attributes(
         QueueUrl=queue_url,

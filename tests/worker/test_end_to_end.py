@@ -21,9 +21,9 @@ from tests.lib.procs import (
     Processes,
     env_for,
     make_queues_and_bucket,
-    queue_counts,
     start_speech_server,
     start_worker,
+    visible_and_in_flight,
     wait_for,
 )
 from tests.worker.test_speech_long import CHINESE, ENGLISH
@@ -110,7 +110,9 @@ def test_long_text_whole_in_every_format_and_edits_made_again(
         again = next(job for job in jobs if job.job_id == "zh-mp3")
         send(sqs, names["queue_url"], [edited, again])
         remade = wait_for(lambda: made(s3, bucket, [edited]), 120, 0.5, "the edited job")
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60, 0.5, "no messages")
+        wait_for(
+            lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 60, 0.5, "no messages"
+        )
         worker.terminate()
         assert worker.wait(60) == 0
     new = remade["en-wav"]
@@ -121,4 +123,4 @@ def test_long_text_whole_in_every_format_and_edits_made_again(
     assert len(re.findall(SPEECH_POSTS, speech.log())) == posts + new.pieces
     assert read_manifest(s3, bucket, "zh-mp3") == manifests["zh-mp3"]
     assert completed([worker]) == len(jobs) + 1
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)

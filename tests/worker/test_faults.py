@@ -15,11 +15,11 @@ from tests.lib.procs import (
     env_for,
     list_keys,
     make_queues_and_bucket,
-    queue_counts,
     receive_all,
     start_speech_server,
     start_worker,
     version_counts,
+    visible_and_in_flight,
     wait_for,
     wait_for_log,
 )
@@ -84,7 +84,7 @@ def test_sigkill_with_jobs_in_flight(aws_env, sqs, s3, procs: Processes) -> None
         b = procs.add(start_worker(aws_env, SPEECH_URL=fast.url, WORKER_ID="b", **env_for(names)))
         # Back within A's visibility extension (4 s) plus a margin for a loaded machine.
         wait_manifests(s3, names["bucket"], {j.id for j in jobs}, timeout=60)
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
         b.terminate()
         assert b.wait(30) == 0
     assert_once(s3, names["bucket"], {j.id for j in jobs})
@@ -159,7 +159,7 @@ def test_sigterm_finishes_in_flight_jobs(aws_env, sqs, s3, procs: Processes) -> 
     assert len(started) == 2
     assert_once(s3, names["bucket"], started)
     assert {manifest(s3, names["bucket"], i)["worker"] for i in started} == {"a"}
-    assert queue_counts(sqs, names["queue_url"]) == (1, 0)  # the third was never received
+    assert visible_and_in_flight(sqs, names["queue_url"]) == (1, 0)  # the third was never received
 
 
 @pytest.mark.timeout(150)
@@ -176,11 +176,11 @@ def test_speech_down_then_back(aws_env, sqs, s3, procs: Processes) -> None:
         assert list_keys(s3, names["bucket"]) == []
         speech = start_speech_server("tone", port=speech.port)
         wait_manifests(s3, names["bucket"], {j.id for j in jobs}, timeout=60)
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
     finally:
         speech.stop()
     assert_once(s3, names["bucket"], {j.id for j in jobs})
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
     assert max(manifest(s3, names["bucket"], j.id)["attempts"] for j in jobs) >= 2
 
 
@@ -204,4 +204,4 @@ def test_speech_down_past_max_receive_count(aws_env, sqs, s3, procs: Processes) 
         )
         assert (record["id"], record["attempts"]) == (job.id, 2)
         assert "unreachable" in record["detail"]
-    wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+    wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)

@@ -14,10 +14,10 @@ from tests.lib.procs import (
     env_for,
     list_keys,
     make_queues_and_bucket,
-    queue_counts,
     start_speech_server,
     start_worker,
     version_counts,
+    visible_and_in_flight,
     wait_for,
 )
 from worker.jobs import Job
@@ -61,7 +61,9 @@ def test_fifty_jobs_two_workers(aws_env: dict[str, str], sqs: Any, s3: Any, proc
             0.5,
             "all manifests",
         )
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30, 0.3, "empty queue")
+        wait_for(
+            lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30, 0.3, "empty queue"
+        )
         for worker in workers:
             worker.terminate()
         assert [w.wait(30) for w in workers] == [0, 0]
@@ -69,7 +71,7 @@ def test_fifty_jobs_two_workers(aws_env: dict[str, str], sqs: Any, s3: Any, proc
     audio = {f"outputs/{j.id}.wav" for j in jobs}
     assert set(list_keys(s3, names["bucket"])) == manifests | audio
     assert version_counts(s3, names["bucket"]) == dict.fromkeys(manifests | audio, 1)
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
     done_by = set()
     for job in jobs:
         manifest = json.loads(

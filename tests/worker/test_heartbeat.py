@@ -10,10 +10,10 @@ from tests.lib.procs import (
     Processes,
     env_for,
     make_queues_and_bucket,
-    queue_counts,
     start_speech_server,
     start_worker,
     version_counts,
+    visible_and_in_flight,
     wait_for,
 )
 from worker.jobs import Job
@@ -37,7 +37,7 @@ def test_long_job_kept_invisible_by_heartbeat(aws_env, sqs, s3, procs: Processes
         ]
         sqs.send_message(QueueUrl=names["queue_url"], MessageBody=job.body())
         wait_for(lambda: version_counts(s3, names["bucket"]) == expected, 90)
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
         for worker in workers:
             worker.terminate()
         assert [worker.wait(30) for worker in workers] == [0, 0]

@@ -12,11 +12,11 @@ from tests.lib.procs import (
     env_for,
     list_keys,
     make_queues_and_bucket,
-    queue_counts,
     receive_all,
     start_speech_server,
     start_worker,
     version_counts,
+    visible_and_in_flight,
     wait_for,
     wait_for_log,
 )
@@ -59,7 +59,7 @@ def test_poison_messages_go_to_dlq_after_one_receive(aws_env, sqs, s3, procs: Pr
             start_worker(aws_env, SPEECH_URL=speech.url, MAX_TEXT_CHARS=LIMIT, **env_for(names))
         )
         dead = receive_all(sqs, names["dlq_url"], expected=len(POISON), timeout=60)
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 60)
         worker.terminate()
         assert worker.wait(30) == 0
 
@@ -95,11 +95,11 @@ def test_same_job_twice_is_one_output(aws_env, sqs, s3, procs: Processes):
     with start_speech_server("tone", latency_ms=500, batch_exponent=0) as speech:
         worker = procs.add(start_worker(aws_env, SPEECH_URL=speech.url, **env_for(names)))
         wait_for(lambda: version_counts(s3, names["bucket"]) == expected, 60)
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 60)
         sqs.send_message(QueueUrl=names["queue_url"], MessageBody=named.body())  # a resubmit
         wait_for_log(worker, r"made from this request: deleting the message", count=3)
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 60)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 60)
         worker.terminate()
         assert worker.wait(30) == 0
     assert version_counts(s3, names["bucket"]) == expected
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)

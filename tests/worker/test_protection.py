@@ -17,9 +17,9 @@ from tests.lib.procs import (
     Processes,
     env_for,
     make_queues_and_bucket,
-    queue_counts,
     start_speech_server,
     start_worker,
+    visible_and_in_flight,
     wait_for,
 )
 from worker.jobs import Job
@@ -150,7 +150,7 @@ def test_renewal_and_retry_do_not_wait_for_the_heartbeat(aws_env, sqs, s3, agent
         held = agent.state
     finally:
         speech.go.set()
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
         worker.request_stop()
         thread.join(60)
     assert held == {"ProtectionEnabled": True, "ExpiresInMinutes": 1}

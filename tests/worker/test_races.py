@@ -23,7 +23,7 @@ from tests.lib.fake_worker import (
     put_outputs,
     run_until,
 )
-from tests.lib.procs import make_queues_and_bucket, queue_counts, version_counts, wait_for
+from tests.lib.procs import make_queues_and_bucket, version_counts, visible_and_in_flight, wait_for
 from worker.jobs import Job
 from worker.metrics import Metrics
 from worker.settings import DEFAULT_MODEL
@@ -48,7 +48,7 @@ def test_manifest_appearing_during_synthesis_means_no_second_write(aws_env, sqs,
     sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
     speech = FakeSpeech(during=lambda job: peer_manifest(s3, names["bucket"]))
     worker = make_worker(names, sqs, s3, speech)
-    run_until(worker, lambda: queue_counts(sqs, names["queue_url"]) == (0, 0))
+    run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
     # The peer's PUTs only: this worker saw the manifest and wrote nothing.
     assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
     assert manifest_worker(s3, names["bucket"]) == "peer"
@@ -77,10 +77,10 @@ def test_manifest_put_is_conditional_and_the_loser_deletes(aws_env, sqs, s3) -> 
     sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
     racing_s3 = PeerWinsDuringAudio(s3, names["bucket"])
     worker = make_worker(names, sqs, racing_s3, FakeSpeech())
-    run_until(worker, lambda: queue_counts(sqs, names["queue_url"]) == (0, 0))
+    run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
     assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
     assert manifest_worker(s3, names["bucket"]) == "peer"
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
 
 
 @pytest.mark.timeout(60)
@@ -96,7 +96,7 @@ def test_two_workers_same_job_one_manifest(aws_env, sqs, s3) -> None:
     for thread in threads:
         thread.start()
     try:
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 0), 30)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
     finally:
         for worker in workers:
             worker.request_stop()
@@ -108,7 +108,7 @@ def test_two_workers_same_job_one_manifest(aws_env, sqs, s3) -> None:
     # own that no manifest names.
     assert counts.pop(MANIFEST) == 1 and counts.pop(AUDIO) == 1
     assert counts in ({}, {f"outputs/r1.{R1.request_hash(DEFAULT_MODEL)[:16]}.wav": 1})
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
 
 
 class HeartbeatBlockedUntilRelease:
@@ -145,7 +145,7 @@ def test_heartbeat_tick_cannot_rehide_a_released_message(aws_env, sqs, s3) -> No
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
-        wait_for(lambda: queue_counts(sqs, names["queue_url"]) == (0, 1), 30)
+        wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 1), 30)
         time.sleep(1)  # the job is running and the heartbeat ticking
         worker.request_stop()
         thread.join(60)
@@ -172,8 +172,8 @@ def test_crash_after_the_delete_does_not_fail_a_finished_job(aws_env, sqs, s3) -
         lambda: version_counts(s3, names["bucket"]) and not len(worker.inflight),
     )
     assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
-    assert queue_counts(sqs, names["queue_url"]) == (0, 0)
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)  # no DLQ copy of a finished job
+    assert visible_and_in_flight(sqs, names["queue_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)  # no DLQ copy of a finished job
 
 
 class AudioPutHangs:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.lib.fake_worker import FakeSpeech, fake_audio, make_worker, put_outputs, run_until
-from tests.lib.procs import make_queues_and_bucket, queue_counts, version_counts
+from tests.lib.procs import make_queues_and_bucket, version_counts, visible_and_in_flight
 from worker.jobs import Job, Manifest, audio_key, manifest_key
 from worker.metrics import Metrics
 from worker.settings import DEFAULT_MODEL
@@ -41,7 +41,7 @@ def run_one(names: dict[str, str], sqs: Any, s3: Any, job: Job, **worker: Any) -
     sqs.send_message(QueueUrl=names["queue_url"], MessageBody=job.body())
     run_until(
         make_worker(names, sqs, s3, speech, **worker),
-        lambda: queue_counts(sqs, names["queue_url"]) == (0, 0),
+        lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0),
     )
     return speech
 
@@ -152,7 +152,7 @@ def test_the_swap_is_conditional_on_the_manifest_it_judged(names, sqs, s3) -> No
     run_one(names, sqs, PeerSwapsFirst(s3, names["bucket"], newest), NEW)
     # Our If-Match on OLD's ETag failed; read again, the peer's newer submit stands.
     assert stored(s3, names["bucket"]).made_from(newest.digest())
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
 
 
 class ManifestAnswerLost:
@@ -177,7 +177,7 @@ def test_a_412_on_a_retried_put_of_our_own_manifest_is_our_success(names, sqs, s
     run_one(names, sqs, ManifestAnswerLost(s3), NEW, metrics=Metrics(metrics))
     assert completed(metrics) == 1
     assert stored(s3, names["bucket"]).worker == "w"
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
 
 
 class ManifestLandsThen500:
@@ -205,7 +205,7 @@ def test_a_landed_write_on_the_last_receive_is_done_not_dead_lettered(aws_env, s
     metrics = io.StringIO()
     run_one(names, sqs, ManifestLandsThen500(s3), NEW, metrics=Metrics(metrics))
     assert completed(metrics) == 1  # this worker's write, counted once
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
     assert not s3.list_objects_v2(Bucket=names["bucket"], Prefix="failures/").get("Contents")
     assert stored(s3, names["bucket"]).worker == "w"
 
@@ -229,6 +229,6 @@ def test_a_manifest_found_before_recording_a_failure_means_done(names, sqs, s3) 
     metrics = io.StringIO()
     speech = RejectedWhileAPeerFinishes(s3, names["bucket"])
     run_one(names, sqs, s3, NEW, speech=speech, metrics=Metrics(metrics))
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
     assert not s3.list_objects_v2(Bucket=names["bucket"], Prefix="failures/").get("Contents")
     assert completed(metrics) == 0  # the peer's completion, not this worker's

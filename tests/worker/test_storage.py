@@ -11,10 +11,10 @@ from tests.lib.procs import (
     env_for,
     list_keys,
     make_queues_and_bucket,
-    queue_counts,
     start_speech_server,
     start_worker,
     version_counts,
+    visible_and_in_flight,
     wait_for,
     wait_for_log,
 )
@@ -30,7 +30,7 @@ def remove_bucket(s3: Any, bucket: str) -> None:
 
 
 def outstanding(sqs: Any, queue_url: str) -> int:
-    return sum(queue_counts(sqs, queue_url))
+    return sum(visible_and_in_flight(sqs, queue_url))
 
 
 @pytest.mark.timeout(150)
@@ -63,4 +63,4 @@ def test_bucket_removed_mid_run(aws_env, sqs, s3, procs: Processes) -> None:
         wait_for(lambda: outstanding(sqs, queue_url) == 0, 30)
         worker.terminate()
         assert worker.wait(30) == 0
-    assert queue_counts(sqs, names["dlq_url"]) == (0, 0)
+    assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)

@@ -34,7 +34,7 @@ Digests = dict[str, str | None]
 READ_ERRORS = (ClientError, BotoCoreError, ValueError)  # ValidationError is a ValueError
 
 
-def list_keys(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+def list_objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         yield from page.get("Contents", [])
 
@@ -43,7 +43,7 @@ def _json_etags(s3: Any, bucket: str, prefix: str) -> dict[str, str]:
     """id -> ETag of every <prefix><id>.json."""
     return {
         item["Key"][len(prefix) : -len(".json")]: str(item.get("ETag", ""))
-        for item in list_keys(s3, bucket, prefix)
+        for item in list_objects(s3, bucket, prefix)
         if item["Key"].endswith(".json")
     }
 
@@ -173,7 +173,7 @@ def result_objects(
     Each object carries "Local", its file name: <id>.json and <id>.<format>, whatever key the
     audio has in the bucket (a re-made job's is <id>.<hash>.<format>)."""
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
-    listed = {item["Key"]: item for item in list_keys(s3, target.bucket, base + id_prefix)}
+    listed = {item["Key"]: item for item in list_objects(s3, target.bucket, base + id_prefix)}
     present = {key[len(base) : -len(".json")] for key in listed if key.endswith(".json")}
     wanted = set(ids) if ids is not None else present
     digests = digests or {}

@@ -125,7 +125,7 @@ def create_resources(endpoint: str, cfg: StackConfig, visibility_seconds: int) -
     return LocalAws(endpoint, queue_url, dlq_url, BUCKET, sqs, s3)
 
 
-def queue_counts(aws: LocalAws) -> QueueCounts:
+def fleet_counts(aws: LocalAws) -> QueueCounts:
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     jobs = aws.sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=names)
     dlq = aws.sqs.get_queue_attributes(QueueUrl=aws.dlq_url, AttributeNames=names)

@@ -201,7 +201,7 @@ class LocalRun:
 
     def _scaler(self) -> Scaler | ControllerScaler:
         """What the stack's `scaling.controller` deploys: the alarms or the controller."""
-        counts = functools.partial(local_aws.queue_counts, self.aws)
+        counts = functools.partial(local_aws.fleet_counts, self.aws)
         ticks = self.options.cold_start_ticks
         if self.cfg.scaling.controller == "alarms":
             return Scaler(
