@@ -463,9 +463,8 @@ class Worker:
             sent_at_ms=sent_ms(task),
         )
         with task.writing() as allowed:
-            written = allowed and self._store(task, job, speech.audio, manifest)
-        if written:
-            self._count(written)
+            if allowed:
+                self._store(task, job, speech.audio, manifest)
 
     def _count(self, manifest: Manifest) -> None:
         log.info(
@@ -474,13 +473,16 @@ class Worker:
             manifest.duration_s or 0,
             manifest.synth_s,
         )
-        self.metrics.completed(
-            manifest.synth_s,
-            manifest.duration_s,
-            manifest.queue_wait_s,
-            job_id=manifest.id,
-            worker=self.s.worker_id,
-        )
+        try:
+            self.metrics.completed(
+                manifest.synth_s,
+                manifest.duration_s,
+                manifest.queue_wait_s,
+                job_id=manifest.id,
+                worker=self.s.worker_id,
+            )
+        except Exception:  # counted before the delete: a metric line must not undo the job
+            log.exception("job %s: the JobsCompleted line failed", manifest.id)
 
     def _store(self, task: Task, job: Job, audio: bytes, manifest: Manifest) -> Manifest | None:
         """Audio, then the manifest, then delete; the manifest written, or None when there is
@@ -504,6 +506,10 @@ class Worker:
             key = self._put_audio(job, audio, replacing=stored is not None)
             final = manifest.model_copy(update={"audio_key": key})
             if self._swap_manifest(job.job_id, final.to_json(), stored, job.digest()):
+                # Counted before the delete: a worker killed between the two leaves a counted
+                # job whose redelivery only deletes; counted after it, a kill during the
+                # delete call would leave the written manifest uncounted (the chaos runs').
+                self._count(final)
                 self._delete(task)
                 return final
         raise ManifestContended(f"manifest of {job.job_id} changed under {MAX_SWAPS} swaps")

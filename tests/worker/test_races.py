@@ -158,11 +158,11 @@ def test_heartbeat_tick_cannot_rehide_a_released_message(aws_env, sqs, s3) -> No
 
 class CrashingMetrics(Metrics):
     def completed(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("metrics broke after the delete")
+        raise RuntimeError("metrics broke after the manifest")
 
 
 @pytest.mark.timeout(60)
-def test_crash_after_the_delete_does_not_fail_a_finished_job(aws_env, sqs, s3) -> None:
+def test_a_metrics_crash_after_the_manifest_does_not_fail_a_finished_job(aws_env, sqs, s3) -> None:
     # maxReceiveCount 1: retrying a crash on the first receive means recording a failure.
     names = make_queues_and_bucket(sqs, s3, max_receive_count=1, visibility_timeout=30)
     sqs.send_message(QueueUrl=names["queue_url"], MessageBody=Job(id="r1", text="Hi.").body())
