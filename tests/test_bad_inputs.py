@@ -174,6 +174,14 @@ CASES = [
         env=NO_CREDENTIALS,
     ),
     Case("advise unknown trace", ("advise", "--trace", "bogus"), BAD, "bogus"),
+    Case("preflight missing stack file", ("preflight", "--stack", "nope"), BAD, "Pulumi.nope.yaml"),
+    Case(
+        "preflight without credentials",
+        ("preflight", "--stack", "dev"),
+        BAD,
+        "no AWS credentials",
+        env={**NO_CREDENTIALS, "AWS_REGION": "us-east-1"},
+    ),
     Case("deploy without a stack", ("deploy", "preview"), BAD, "--stack"),
     Case(
         "deploy a bad --set",
@@ -238,5 +246,5 @@ def test_the_table_covers_every_command() -> None:
     from tts_fleet.cli.main import cli
 
     covered = {case.argv[0] for case in [*CASES, _busy_port_case()]}
-    assert set(cli.commands) - {"preflight"} <= covered
+    assert set(cli.commands) <= covered
     assert len(CASES) + 1 >= 30

@@ -86,3 +86,9 @@ class Run:
         for pid in child_pids(self.events()):
             if alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+def exports(text: str) -> dict[str, str]:
+    """The `export KEY=value` lines a --keep-running fleet prints, as a dict."""
+    pairs = [line.strip().removeprefix("export ") for line in text.splitlines()]
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair and pair[:1].isupper())

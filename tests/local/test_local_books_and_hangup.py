@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import time
 import wave
 from pathlib import Path
 
 import pytest
 
-from tests.lib.local_cli import RUN_TIMEOUT
+from tests.lib.local_cli import CLI, RUN_TIMEOUT, exports
 from tts_fleet.client.books import split_text
 
 pytestmark = pytest.mark.processes
@@ -90,3 +93,42 @@ def test_after_a_sigkill_resume_runs_only_what_is_not_in_out(start) -> None:  # 
     assert {p.stem for p in resumed.out.glob("demo-*.json")} == {
         f"demo-{i:03d}" for i in range(1, 17)
     }
+
+
+@pytest.mark.timeout(RUN_TIMEOUT * 3)
+def test_a_200k_book_round_trips_through_submit_wait_and_results_join(  # type: ignore[no-untyped-def]
+    start, tmp_path: Path
+) -> None:
+    """The user's flow against a long-lived local fleet: submit --split-chars, wait for the
+    parts, results --join puts them back into one file per source."""
+    run = start("--keep-running", "--backend", "tone", "--max-workers", "4", "--tick", "0.3")
+    deadline = time.monotonic() + 90
+    while "TTS_FLEET_BUCKET=" not in run.stdout():
+        assert run.proc.poll() is None and time.monotonic() < deadline, run.stderr_path.read_text()
+        time.sleep(0.1)
+    env = {**os.environ, **exports(run.stdout())}
+    books = tmp_path / "books"
+    books.mkdir()
+    text = PARAGRAPH * (200_000 // len(PARAGRAPH) + 1)
+    (books / "novel.txt").write_text(text, encoding="utf-8")
+    split = ("--split-chars", "5000")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT)  # fmt: skip
+
+    sent = cli("submit", str(books), *split, "--json")
+    assert sent.returncode == 0, sent.stderr
+    parts = json.loads(sent.stdout)["ids"]
+    assert len(parts) == len(split_text(text, 5000)) >= 40
+    waited = cli("wait", str(books), *split, "--timeout", str(RUN_TIMEOUT), "--interval", "1")
+    assert waited.returncode == 0, waited.stderr
+    out = tmp_path / "audio"
+    got = cli("results", str(books), *split, "--join", "--out", str(out), "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["joined"] == ["novel"]
+    listing = json.loads((out / "novel.json").read_text())
+    assert listing["parts"] == sorted(parts)
+    assert frames(out / "novel.wav") == sum(frames(out / f"{p}.wav") for p in parts)
+    run.proc.send_signal(signal.SIGINT)
+    run.finish(timeout=60)

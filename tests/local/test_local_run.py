@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.lib.local_cli import CLI, RUN_TIMEOUT, alive, child_pids
+from tests.lib.local_cli import CLI, RUN_TIMEOUT, alive, child_pids, exports
 
 pytestmark = pytest.mark.processes
 
@@ -174,11 +174,6 @@ def test_unknown_stack_is_one_clear_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 2  # bad input
     assert result.stderr.strip() == "Error: no stack file: Pulumi.nosuch.yaml"
-
-
-def exports(text: str) -> dict[str, str]:
-    pairs = [line.strip().removeprefix("export ") for line in text.splitlines()]
-    return dict(pair.split("=", 1) for pair in pairs if "=" in pair and pair[:1].isupper())
 
 
 @pytest.mark.timeout(RUN_TIMEOUT)
