@@ -18,6 +18,7 @@ import pytest
 from tests.lib.fake_worker import (
     BlockingSpeech,
     FakeSpeech,
+    fake_audio,
     make_worker,
     manifest_of,
     put_outputs,
@@ -84,6 +85,26 @@ def test_manifest_put_is_conditional_and_the_loser_deletes(aws_env, sqs, s3) -> 
 
 
 @pytest.mark.timeout(60)
+def test_a_peers_audio_without_its_manifest_yet_is_waited_for_not_copied(aws_env, sqs, s3):
+    # The duplicate-message race: a peer has written outputs/r1.wav and is about to write the
+    # manifest when this worker's own conditional audio PUT finds the key taken.
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=R1.body())
+    manifest = manifest_of(R1, "peer")
+
+    def peer_between_synthesis_and_audio(job: Job) -> None:
+        s3.put_object(Bucket=names["bucket"], Key=manifest.audio_key, Body=fake_audio(R1))
+        later = threading.Timer(0.6, lambda: s3.put_object(
+            Bucket=names["bucket"], Key=MANIFEST, Body=manifest.to_json()))  # fmt: skip
+        later.start()
+
+    worker = make_worker(names, sqs, s3, FakeSpeech(during=peer_between_synthesis_and_audio))
+    run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
+    # Only the peer's two PUTs: no copy of the audio under this worker's own key.
+    assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
+    assert manifest_worker(s3, names["bucket"]) == "peer"
+
+
 def test_two_workers_same_job_one_manifest(aws_env, sqs, s3) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
     for _ in range(2):  # the same request twice: the same job id (DESIGN §3.2)
