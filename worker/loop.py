@@ -66,10 +66,6 @@ PRECONDITION_FAILED = ("PreconditionFailed", "412")
 NOT_FOUND = ("404", "NoSuchKey", "NotFound")
 # Manifest swaps lost to other writers before the job is released to try again later.
 MAX_SWAPS = 3
-# A peer that just wrote a job's first audio writes its manifest in its next call: how long
-# a worker that lost the audio race waits for it before writing a copy of its own.
-PEER_MANIFEST_S = 3.0
-PEER_POLL_S = 0.2
 
 
 class KeyLocks:
@@ -509,14 +505,6 @@ class Worker:
                 return None
             key = self._put_audio(job, audio, replacing=stored is not None)
             if key is None:
-                # A peer wrote this id's first audio a moment ago (a duplicate message of the
-                # same request): its manifest is most likely next, so wait for it briefly
-                # rather than write a second copy under a key of this worker's own.
-                stored = self._await_peer_manifest(task, job)
-                verdict = self._verdict(task, job, stored)
-                if verdict in (Verdict.DONE, Verdict.SUPERSEDED):
-                    self._settle(task, job, stored, verdict)
-                    return None
                 key = self._put_own_audio(job, audio)
             final = manifest.model_copy(update={"audio_key": key})
             if self._swap_manifest(job.job_id, final.to_json(), stored, job.digest()):
@@ -529,35 +517,32 @@ class Worker:
         raise ManifestContended(f"manifest of {job.job_id} changed under {MAX_SWAPS} swaps")
 
     def _put_audio(self, job: Job, audio: bytes, replacing: bool) -> str | None:
-        """The audio's key: outputs/<id>.<fmt> if it is still free (None when a peer took it
-        just now), a key of its own when the job replaces an older output."""
+        """The audio's key: outputs/<id>.<fmt> if it is still free or already holds this
+        request's audio (a duplicate message's peer, or this job's own earlier attempt that
+        died before its manifest: nothing is written again); None when it holds another
+        request's, and a key of its own when the job replaces an older output."""
         if replacing:
             return self._put_own_audio(job, audio)
         first = audio_key(job.job_id, job.format, self.s.output_prefix)
         try:
-            self._put(first, audio, CONTENT_TYPES[job.format], IfNoneMatch="*")
+            self._put(first, audio, CONTENT_TYPES[job.format], IfNoneMatch="*",
+                      Metadata={MANIFEST_DIGEST_METADATA: job.digest()})  # fmt: skip
         except ClientError as error:
             if error_code(error) not in PRECONDITION_FAILED:
                 raise
-            return None
+            return first if self._audio_digest(first) == job.digest() else None
         return first
+
+    def _audio_digest(self, key: str) -> str | None:
+        head = self.s3.head_object(Bucket=self.s.output_bucket, Key=key)
+        digest = head.get("Metadata", {}).get(MANIFEST_DIGEST_METADATA)
+        return str(digest) if digest else None
 
     def _put_own_audio(self, job: Job, audio: bytes) -> str:
         version = job.request_hash(self.s.speech_model)
         key = audio_key(job.job_id, job.format, self.s.output_prefix, version)
         self._put(key, audio, CONTENT_TYPES[job.format])
         return key
-
-    def _await_peer_manifest(self, task: Task, job: Job) -> Stored | None:
-        """The manifest as it stands once the peer that wrote the audio had PEER_MANIFEST_S
-        to write it (its next call after the audio), or as soon as it is there."""
-        deadline = time.monotonic() + PEER_MANIFEST_S
-        while True:
-            stored = self._read_manifest(job.job_id)
-            done = self._verdict(task, job, stored) in (Verdict.DONE, Verdict.SUPERSEDED)
-            if done or time.monotonic() >= deadline or self.stop_requested.is_set():
-                return stored
-            time.sleep(PEER_POLL_S)
 
     def _swap_manifest(self, job_id: str, body: bytes, stored: Stored | None, digest: str) -> bool:
         """Writes the manifest on the condition it was judged on; False if another writer

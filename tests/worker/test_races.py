@@ -25,7 +25,7 @@ from tests.lib.fake_worker import (
     run_until,
 )
 from tests.lib.procs import make_queues_and_bucket, version_counts, visible_and_in_flight, wait_for
-from worker.jobs import Job
+from worker.jobs import MANIFEST_DIGEST_METADATA, Job
 from worker.metrics import Metrics
 from worker.settings import DEFAULT_MODEL
 
@@ -85,24 +85,37 @@ def test_manifest_put_is_conditional_and_the_loser_deletes(aws_env, sqs, s3) -> 
 
 
 @pytest.mark.timeout(60)
-def test_a_peers_audio_without_its_manifest_yet_is_waited_for_not_copied(aws_env, sqs, s3):
-    # The duplicate-message race: a peer has written outputs/r1.wav and is about to write the
-    # manifest when this worker's own conditional audio PUT finds the key taken.
+def test_this_requests_audio_already_in_place_is_used_not_copied(aws_env, sqs, s3):
+    # The duplicate-message race (or this job's own earlier attempt, killed between its audio
+    # and its manifest): outputs/r1.wav holds this request's audio, the manifest is not there
+    # yet when this worker's conditional audio PUT finds the key taken.
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
     sqs.send_message(QueueUrl=names["queue_url"], MessageBody=R1.body())
     manifest = manifest_of(R1, "peer")
 
     def peer_between_synthesis_and_audio(job: Job) -> None:
-        s3.put_object(Bucket=names["bucket"], Key=manifest.audio_key, Body=fake_audio(R1))
-        later = threading.Timer(0.6, lambda: s3.put_object(
-            Bucket=names["bucket"], Key=MANIFEST, Body=manifest.to_json()))  # fmt: skip
-        later.start()
+        s3.put_object(Bucket=names["bucket"], Key=manifest.audio_key, Body=fake_audio(R1),
+                      Metadata={MANIFEST_DIGEST_METADATA: R1.digest()})  # fmt: skip
 
     worker = make_worker(names, sqs, s3, FakeSpeech(during=peer_between_synthesis_and_audio))
     run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
-    # Only the peer's two PUTs: no copy of the audio under this worker's own key.
+    # The audio in place is the manifest's: no copy under a key of this worker's own.
     assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
-    assert manifest_worker(s3, names["bucket"]) == "peer"
+    stored = json.loads(s3.get_object(Bucket=names["bucket"], Key=MANIFEST)["Body"].read())
+    assert stored["audio_key"] == AUDIO
+
+
+def test_another_requests_audio_in_place_is_not_used(aws_env, sqs, s3) -> None:
+    # outputs/r1.wav of an older version of r1, killed before its manifest: not this audio.
+    names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=R1.body())
+    old = Job(id="r1", text="An older text.")
+    s3.put_object(Bucket=names["bucket"], Key=AUDIO, Body=fake_audio(old),
+                  Metadata={MANIFEST_DIGEST_METADATA: old.digest()})  # fmt: skip
+    worker = make_worker(names, sqs, s3, FakeSpeech())
+    run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
+    stored = json.loads(s3.get_object(Bucket=names["bucket"], Key=MANIFEST)["Body"].read())
+    assert stored["audio_key"] == f"outputs/r1.{R1.request_hash(DEFAULT_MODEL)[:16]}.wav"
 
 
 def test_two_workers_same_job_one_manifest(aws_env, sqs, s3) -> None:
