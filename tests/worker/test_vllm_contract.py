@@ -33,7 +33,8 @@ def _package_dir() -> Path:
     # find_spec of a top-level package locates it without executing its __init__.
     spec = importlib.util.find_spec("vllm_omni")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"vllm-omni is not installed; {PIP_LINE}")
+        # `make test` installs it (Makefile); without it the contract would go unchecked.
+        pytest.fail(f"vllm-omni is not installed: {PIP_LINE} (make test does this)")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
