@@ -76,6 +76,10 @@ class GpuCapacityArgs(BaseModel):
     host_idle_seconds: int
     vpc_id: str | pulumi.Output[str]
     subnet_ids: list[str] | pulumi.Output[list[str]]
+    # The stack's partition and region as Platform looked them up once; looked up here only
+    # when the component is built on its own.
+    partition: str | pulumi.Output[str] | None = None
+    region: str | pulumi.Output[str] | None = None
 
 
 class GpuCapacity(pulumi.ComponentResource):
@@ -110,8 +114,10 @@ class GpuCapacity(pulumi.ComponentResource):
             opts=child,
         )
         invoke = pulumi.InvokeOutputOptions(parent=self)
-        partition = aws.get_partition_output(opts=invoke).partition
-        region = aws.get_region_output(opts=invoke).region
+        partition = pulumi.Output.from_input(
+            args.partition or aws.get_partition_output(opts=invoke).partition
+        )
+        region = args.region or aws.get_region_output(opts=invoke).region
         infrastructure_role, profile, grants = self._roles(name, partition)
         # The provider must not start (or, on destroy, outlive) its roles' permissions:
         # without them ECS can neither launch nor terminate the GPU hosts.

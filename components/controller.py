@@ -210,7 +210,7 @@ class ScalingController(pulumi.ComponentResource):
             maximum_retry_attempts=0,
             opts=child,
         )
-        schedule = self._schedule(name, function)
+        schedule = self._schedule(name, function, args.queue_arn)
         self.function_name = function.name
         self.function_arn = function.arn
         self.log_group_name = logs.name
@@ -260,12 +260,15 @@ class ScalingController(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
 
-    def _schedule(self, name: str, function: aws.lambda_.Function) -> aws.scheduler.Schedule:
+    def _schedule(
+        self, name: str, function: aws.lambda_.Function, queue_arn: StrInput
+    ) -> aws.scheduler.Schedule:
         child = pulumi.ResourceOptions(parent=self)
-        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        # The stack's account, read off its queue's ARN rather than looked up again.
+        account = pulumi.Output.from_input(queue_arn).apply(lambda arn: arn.split(":")[4])
         role = aws.iam.Role(
             f"{name}-scheduler-role",
-            assume_role_policy=pulumi.Output.json_dumps(scheduler_trust(account.account_id)),
+            assume_role_policy=pulumi.Output.json_dumps(scheduler_trust(account)),
             opts=child,
         )
         grant = aws.iam.RolePolicy(

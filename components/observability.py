@@ -51,6 +51,9 @@ class ObservabilityArgs(BaseModel):
     service_name: StrInput
     alerts: AlertsConfig
     controller: bool = False  # scaling.controller lambda: graph its decisions too
+    # The stack's account and partition as Platform looked them up once (else looked up here).
+    account_id: StrInput | None = None
+    partition: StrInput | None = None
 
 
 def dashboard_name(stack: str, region: str) -> str:
@@ -216,16 +219,15 @@ class Observability(pulumi.ComponentResource):
     ) -> None:
         super().__init__("tts-fleet:observability:Observability", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self))
-        partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self))
+        invoke = pulumi.InvokeOptions(parent=self)
+        account = args.account_id or aws.get_caller_identity_output(opts=invoke).account_id
+        partition = args.partition or aws.get_partition_output(opts=invoke).partition
         key = aws.kms.Key(
             f"{name}-alerts-key",
             description=f"tts-fleet {args.stack}: alerts topic encryption",
             enable_key_rotation=True,
             policy=pulumi.Output.json_dumps(
-                pulumi.Output.all(account.account_id, partition.partition).apply(
-                    lambda ids: key_policy(ids[0], ids[1])
-                )
+                pulumi.Output.all(account, partition).apply(lambda ids: key_policy(ids[0], ids[1]))
             ),
             opts=child,
         )
@@ -234,7 +236,7 @@ class Observability(pulumi.ComponentResource):
             f"{name}-alerts-policy",
             arn=topic.arn,
             policy=pulumi.Output.json_dumps(
-                pulumi.Output.all(topic.arn, account.account_id).apply(
+                pulumi.Output.all(topic.arn, account).apply(
                     lambda ids: topic_policy(ids[0], ids[1])
                 )
             ),

@@ -65,8 +65,12 @@ class Platform(pulumi.ComponentResource):
     ) -> None:
         super().__init__("tts-fleet:platform:Platform", name, None, opts)
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
-        # The provider's region (`aws:region`), looked up once for every component needing it.
-        region = aws.get_region_output(opts=pulumi.InvokeOutputOptions(parent=self)).region
+        # The provider's region (`aws:region`), partition and account, looked up once here for
+        # every component that needs them.
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        region = aws.get_region_output(opts=invoke).region
+        partition = aws.get_partition_output(opts=invoke).partition
+        account_id = aws.get_caller_identity_output(opts=invoke).account_id
         controller_name = (
             function_name(pulumi.get_project(), args.stack)
             if cfg.scaling.controller == "lambda"
@@ -112,6 +116,8 @@ class Platform(pulumi.ComponentResource):
                 host_idle_seconds=cfg.scaling.host_idle_seconds,
                 vpc_id=network.vpc_id,
                 subnet_ids=network.private_subnet_ids,
+                partition=partition,
+                region=region,
             ),
             opts=child,
         )
@@ -161,6 +167,8 @@ class Platform(pulumi.ComponentResource):
                 service_name=service.service_name,
                 alerts=cfg.alerts,
                 controller=cfg.scaling.controller == "lambda",
+                account_id=account_id,
+                partition=partition,
             ),
             opts=child,
         )

@@ -255,3 +255,13 @@ def test_provider_sets_none_of_them_when_the_stack_does_not() -> None:
     mocks, _ = run_main(stack_file_config("dev"), "dev")
     inputs = mocks.one("pulumi:providers:aws").inputs
     assert not {"profile", "assumeRoles", "allowedAccountIds"} & set(inputs)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_platform_looks_up_region_partition_and_account_once(stack: str) -> None:
+    # One lookup each, passed down to every component that needs it (not one per component).
+    mocks, _ = run_main(stack_file_config(stack), stack)
+    tokens = Counter(token for token, _ in mocks.calls)
+    for lookup in ("aws:index/getRegion:getRegion", "aws:index/getPartition:getPartition",
+                   "aws:index/getCallerIdentity:getCallerIdentity"):  # fmt: skip
+        assert tokens[lookup] == 1, (lookup, dict(tokens))
