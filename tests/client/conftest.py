@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import boto3
 import pytest
 
+from tests.lib.aws_events import counting_calls
 from tests.lib.client_stack import MAX_RECEIVE_COUNT, Stack
 
 
@@ -38,14 +38,5 @@ def count_calls(stack: Stack) -> Iterator[dict[str, int]]:
     """Counts API calls made by the CLI's own shared SQS client, by operation name."""
     from tts_fleet.client.aws import client_for
 
-    counts: dict[str, int] = {}
-
-    def hook(model: Any, **_: Any) -> None:
-        counts[model.name] = counts.get(model.name, 0) + 1
-
-    events = client_for("sqs").meta.events
-    events.register("before-call.sqs", hook, unique_id="count-calls")
-    try:
+    with counting_calls(client_for("sqs"), "sqs") as counts:
         yield counts
-    finally:
-        events.unregister("before-call.sqs", unique_id="count-calls")

@@ -13,12 +13,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
 
 from components.notifications import event_pattern
+from tests.lib.aws_events import counting_calls, s3_object_event
 from tests.lib.client_stack import Stack, depth, run, run_json
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.events import Completion, parse_event, wait_for_completions
@@ -38,28 +38,8 @@ POISON = FailureRecord(
 
 
 def s3_event(key: str, bucket: str = "tts-outputs") -> str:
-    """An EventBridge S3 Object Created event, as the rule delivers it to the queue (unchanged;
-    docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html)."""
-    return json.dumps(
-        {
-            "version": "0",
-            "id": "17793124-05d4-b198-2fde-7ededc63b103",
-            "detail-type": "Object Created",
-            "source": "aws.s3",
-            "account": "123456789012",
-            "time": "2026-01-12T00:00:00Z",
-            "region": "us-east-1",
-            "resources": [f"arn:aws:s3:::{bucket}"],
-            "detail": {
-                "version": "0",
-                "bucket": {"name": bucket},
-                "object": {"key": key, "size": 2, "etag": "99914b93", "sequencer": "617f0829"},
-                "request-id": "N4N7GDK58NMKJ12R",
-                "requester": "123456789012",
-                "reason": "PutObject",
-            },
-        }
-    )
+    """An S3 Object Created event as the rule delivers it to the events queue."""
+    return json.dumps(s3_object_event(key, bucket))
 
 
 @pytest.fixture
@@ -72,17 +52,8 @@ def events_queue(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def s3_calls(stack: Stack) -> Iterator[dict[str, int]]:
     """API calls made by the CLI's own shared S3 client, by operation name."""
-    counts: dict[str, int] = {}
-
-    def hook(model: Any, **_: Any) -> None:
-        counts[model.name] = counts.get(model.name, 0) + 1
-
-    hooks = client_for("s3").meta.events
-    hooks.register("before-call.s3", hook, unique_id="count-s3-calls")
-    try:
+    with counting_calls(client_for("s3"), "s3") as counts:
         yield counts
-    finally:
-        hooks.unregister("before-call.s3", unique_id="count-s3-calls")
 
 
 def ids_file(tmp_path: Path, ids: list[str] = IDS) -> str:

@@ -15,6 +15,7 @@ import pytest
 from moto.events.models import EventPattern
 
 from components.notifications import CompletionEvents, CompletionEventsArgs, event_pattern
+from tests.lib.aws_events import s3_object_event
 from tests.lib.aws_requests import problems, record_platform, requests_for
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, policy, run_platform
@@ -132,23 +133,8 @@ def test_the_requests_the_events_graph_sends_pass_the_api_models() -> None:
 
 
 def s3_event(key: str, bucket: str = "tts-outputs", detail_type: str = "Object Created") -> dict:
-    """The event S3 sends to EventBridge (AmazonS3/latest/userguide/ev-events.html)."""
-    return {
-        "version": "0",
-        "id": "17793124-05d4-b198-2fde-7ededc63b103",
-        "detail-type": detail_type,
-        "source": "aws.s3",
-        "account": "123456789012",
-        "time": "2026-01-12T00:00:00Z",
-        "region": "us-east-1",
-        "resources": [f"arn:aws:s3:::{bucket}"],
-        "detail": {
-            "version": "0",
-            "bucket": {"name": bucket},
-            "object": {"key": key, "size": 5, "etag": "b1946ac9", "sequencer": "617f0829"},
-            "reason": "PutObject",
-        },
-    }
+    """The event S3 sends to EventBridge, which the rule's pattern must match or not."""
+    return s3_object_event(key, bucket, detail_type)
 
 
 @pytest.mark.parametrize(
