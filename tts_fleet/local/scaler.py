@@ -57,10 +57,31 @@ class Tick:
     reason: str = ""  # controller mode: why `decide` chose `desired`
 
 
-class Scaler:
+class _PoolScaler:
+    """What both loops share: the worker pool they size, the reads, the event log, the steps
+    and the end test (the queue drained, the count at its floor, the pool matching it)."""
+
     # Ticks between two steps: the run waits `--tick` seconds × this.
     interval_ticks = 1.0
 
+    def __init__(
+        self,
+        pool: WorkerPool,
+        read_counts: Callable[[], QueueCounts],
+        read_completed: Callable[[], int],
+        events: EventLog,
+    ) -> None:
+        self.pool = pool
+        self._read_counts = read_counts
+        self._read_completed = read_completed
+        self._events = events
+        self.tick = 0
+
+    def _pool_settled(self, sample: Tick) -> bool:
+        return sample.running == sample.desired and sample.pending == 0 and sample.stopping == 0
+
+
+class Scaler(_PoolScaler):
     def __init__(
         self,
         cfg: ScalingParams,
@@ -72,16 +93,12 @@ class Scaler:
         *,
         metric_lag_s: float,
     ) -> None:
+        super().__init__(pool, read_counts, read_completed, events)
         self.cfg = cfg
         # The autoscaler's clock is CloudWatch time: tick n ends minute n - 1 at n × 60 s,
         # whatever the wall-clock length of a tick (the run paces the ticks).
         self.autoscaler = Autoscaler(cfg, lag_s=metric_lag_s)
-        self.pool = pool
-        self._read_counts = read_counts
-        self._read_completed = read_completed
-        self._events = events
         self._cold_start_ticks = cold_start_ticks
-        self.tick = 0
 
     def step(self) -> Tick:
         self.tick += 1
@@ -106,15 +123,10 @@ class Scaler:
     def settled(self, sample: Tick) -> bool:
         """The autoscaler is settled (queue drained, desired back at minWorkers) and the
         pool matches it with nothing in motion."""
-        return (
-            self.autoscaler.settled()
-            and sample.running == sample.desired
-            and sample.pending == 0
-            and sample.stopping == 0
-        )
+        return self.autoscaler.settled() and self._pool_settled(sample)
 
 
-class ControllerScaler:
+class ControllerScaler(_PoolScaler):
     """Controller mode: the deployed controller's loop on the fleet's own clock, one
     SAMPLE_INTERVAL_S sample per step (a tick is a minute, so a step is a sixth of one)."""
 
@@ -129,15 +141,11 @@ class ControllerScaler:
         events: EventLog,
         cold_start_ticks: int = 0,
     ) -> None:
+        super().__init__(pool, read_counts, read_completed, events)  # tick: samples taken
         self.params = params
-        self.pool = pool
-        self._read_counts = read_counts
-        self._read_completed = read_completed
-        self._events = events
         # The pool counts launch delays in steps here: samples, not ticks.
         self._cold_start_steps = round(cold_start_ticks / self.interval_ticks)
         self.state = ControllerState()
-        self.tick = 0  # samples taken (the Tick's `tick` is the step number)
 
     @property
     def now(self) -> float:
@@ -172,13 +180,8 @@ class ControllerScaler:
 
     def settled(self, sample: Tick) -> bool:
         """Queue drained, the count back at minWorkers, and the pool matching it."""
-        return (
-            sample.outstanding == 0
-            and sample.desired == self.params.min_workers
-            and sample.running == sample.desired
-            and sample.pending == 0
-            and sample.stopping == 0
-        )
+        drained = sample.outstanding == 0 and sample.desired == self.params.min_workers
+        return drained and self._pool_settled(sample)
 
 
 def record(
