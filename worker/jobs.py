@@ -231,6 +231,9 @@ class Manifest(_Record):
     # message of an edited job never replaces the newer one's output.
     request_hash: str | None = None
     sent_at_ms: int | None = None
+    # The SQS MessageId of the message that made it: that message's attempts count the job
+    # (worker/deletion.py); None in manifests written before it existed.
+    message_id: str | None = None
 
     def made_from(self, digest: str) -> bool:
         """Whether this manifest is the output of the request with this digest."""

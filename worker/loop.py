@@ -9,6 +9,7 @@ rest at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -24,6 +25,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
+from worker.aws_errors import AWS_ERRORS, error_code
+from worker.deletion import MessageDeleter
 from worker.heartbeat import (
     MAX_BATCH_ENTRIES,
     Heartbeat,
@@ -57,7 +60,7 @@ MAX_ERROR_ATTRIBUTE_BYTES = 1_000
 # SQS accepts only these characters in a body or a String attribute value (SQS API reference,
 # SendMessage): #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
 _NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-STORAGE_ERRORS = (ClientError, BotoCoreError)
+STORAGE_ERRORS = AWS_ERRORS
 # A conditional PUT (If-None-Match: *, or If-Match on an ETag) whose condition fails: 412
 # PreconditionFailed (S3 user guide, conditional writes); If-Match on a missing key: 404. A
 # concurrent conditional PUT may get 409 instead: that one is an ordinary storage error,
@@ -175,10 +178,6 @@ def sent_ms(task: Task) -> int | None:
     return int(sent) if sent else None
 
 
-def error_code(error: Exception) -> str:
-    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
-
-
 class Worker:
     def __init__(
         self,
@@ -204,10 +203,7 @@ class Worker:
         self.visibility = Visibility(sqs, settings.queue_url)
         self.poll_wait = poll_wait_seconds(settings)
         self._poll: Poll | None = None
-        # Manifest bodies whose PUT raised (its answer lost, or a retry's 412): one that is
-        # found stored later was this worker's write, and is counted as its completion then.
-        self._unconfirmed: dict[str, bytes] = {}
-        self._unconfirmed_lock = threading.Lock()
+        self.deleter = MessageDeleter(sqs, settings.queue_url)
         self._stop_time = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -426,22 +422,14 @@ class Worker:
         return Verdict.REPLACE
 
     def _settle(self, task: Task, job: Job, stored: Stored | None, verdict: Verdict) -> None:
-        """Deletes the message of a job whose output exists; counts it if this worker wrote it
-        (a PUT whose answer was lost) and has not counted it yet. Called while writing."""
+        """Deletes the message of a job whose output exists. A manifest this very message made
+        (an earlier attempt died, or lost its PUT's answer, before its delete went out) is
+        counted as the delete goes out; one another message made is not (worker/deletion.py).
+        Called while writing."""
         log.info("job %s %s: deleting the message", job.job_id, verdict.value)
-        self._delete(task)
-        body = stored.body if stored is not None else b""
-        if self._claim_unconfirmed(job.job_id, body) and stored and stored.manifest:
-            self._count(stored.manifest)
-
-    def _claim_unconfirmed(self, job_id: str, body: bytes) -> bool:
-        """Whether `body` is this worker's uncounted write; forgets the job either way."""
-        with self._unconfirmed_lock:
-            return self._unconfirmed.pop(job_id, None) == body
-
-    def _remember_unconfirmed(self, job_id: str, body: bytes) -> None:
-        with self._unconfirmed_lock:
-            self._unconfirmed[job_id] = body
+        found = stored.manifest if stored is not None else None
+        mine = found is not None and found.message_id == task.message["MessageId"]
+        self._delete(task, counting=found if mine else None)
 
     def _complete(self, task: Task, job: Job, speech: Speech, synth_s: float) -> None:
         queue_wait = task.received_at - self._sent_at(task)
@@ -461,6 +449,7 @@ class Worker:
             finished_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             request_hash=job.request_hash(self.s.speech_model),
             sent_at_ms=sent_ms(task),
+            message_id=task.message["MessageId"],
         )
         with task.writing() as allowed:
             if allowed:
@@ -481,7 +470,7 @@ class Worker:
                 job_id=manifest.id,
                 worker=self.s.worker_id,
             )
-        except Exception:  # counted before the delete: a metric line must not undo the job
+        except Exception:  # run as the delete goes out: a metric line must not stop it
             log.exception("job %s: the JobsCompleted line failed", manifest.id)
 
     def _store(self, task: Task, job: Job, audio: bytes, manifest: Manifest) -> Manifest | None:
@@ -507,12 +496,8 @@ class Worker:
             if key is None:
                 key = self._put_own_audio(job, audio)
             final = manifest.model_copy(update={"audio_key": key})
-            if self._swap_manifest(job.job_id, final.to_json(), stored, job.digest()):
-                # Counted before the delete: a worker killed between the two leaves a counted
-                # job whose redelivery only deletes; counted after it, a kill during the
-                # delete call would leave the written manifest uncounted (the chaos runs').
-                self._count(final)
-                self._delete(task)
+            if self._swap_manifest(task, final.to_json(), stored, job.digest()):
+                self._delete(task, counting=final)  # counted as the delete goes out
                 return final
         raise ManifestContended(f"manifest of {job.job_id} changed under {MAX_SWAPS} swaps")
 
@@ -544,10 +529,12 @@ class Worker:
         self._put(key, audio, CONTENT_TYPES[job.format])
         return key
 
-    def _swap_manifest(self, job_id: str, body: bytes, stored: Stored | None, digest: str) -> bool:
+    def _swap_manifest(self, task: Task, body: bytes, stored: Stored | None, digest: str) -> bool:
         """Writes the manifest on the condition it was judged on; False if another writer
         changed it first. A 412 on a PUT whose own earlier try landed (its answer lost) finds
-        this very body stored: that is this worker's success."""
+        this very body stored: that is this worker's success. A PUT that raised may have
+        landed: the task says so, and is judged again before it is given up."""
+        job_id = str(task.job_id)
         condition = {"IfMatch": stored.etag} if stored else {"IfNoneMatch": "*"}
         key = manifest_key(job_id, self.s.output_prefix)
         metadata = {MANIFEST_DIGEST_METADATA: digest}
@@ -556,10 +543,10 @@ class Worker:
             return True
         except ClientError as error:
             if error_code(error) not in (*PRECONDITION_FAILED, *NOT_FOUND):
-                self._remember_unconfirmed(job_id, body)
+                task.manifest_unanswered = True
                 raise
         except BotoCoreError:
-            self._remember_unconfirmed(job_id, body)
+            task.manifest_unanswered = True
             raise
         now = self._read_manifest(job_id)
         if now is not None and now.body == body:
@@ -577,12 +564,18 @@ class Worker:
             Bucket=self.s.output_bucket, Key=key, Body=body, ContentType=content_type, **condition
         )
 
-    def _delete(self, task: Task) -> None:
+    def _delete(self, task: Task, counting: Manifest | None = None) -> None:
+        """Deletes the message, counting `counting` as the delete goes out. A failed delete is
+        retried while the message is surely still invisible (the heartbeat no longer extends a
+        settled task) and inside the stop budget: a message that comes back is redelivered,
+        and a counted one would be counted again."""
         task.settled = True  # stays in flight (so a drain waits) until its thread ends
-        try:
-            self.sqs.delete_message(QueueUrl=self.s.queue_url, ReceiptHandle=task.receipt)
-        except STORAGE_ERRORS as error:  # outputs exist: a redelivery finds the manifest
-            log.warning("delete of job %s failed: %r", task.job_id, error)
+        persist = max(0.0, self.s.visibility_timeout - self.s.heartbeat_seconds) / 2
+        if self.stop_requested.is_set():
+            persist = min(persist, self._stop_time + self.s.stop_timeout_seconds - time.monotonic())
+        on_send = functools.partial(self._count, counting) if counting is not None else None
+        if not self.deleter.delete(task.receipt, max(0.0, persist), on_send):
+            log.warning("delete of job %s failed: a redelivery finds its outputs", task.job_id)
 
     # ---- failures --------------------------------------------------------------------
 
@@ -643,7 +636,7 @@ class Worker:
         if limit is not None and task.receive_count >= limit:
             self._fail(task, f"transient failures on all {limit} receives", reason, job)
             return
-        if job is not None and job.job_id in self._unconfirmed and self._landed(task, job):
+        if job is not None and task.manifest_unanswered and self._landed(task, job):
             return
         self._release(task, reason)
 

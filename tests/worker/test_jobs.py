@@ -167,7 +167,8 @@ FAILURE_BEFORE = {
 def test_records_keep_the_json_workers_already_wrote(
     model: type[Manifest | FailureRecord], before: dict
 ) -> None:
-    # The fields added since (request_hash, sent_at_ms; request_digest) come last, None.
+    # The fields added since (request_hash, sent_at_ms, message_id; request_digest) come last,
+    # None.
     body = json.dumps(before, ensure_ascii=False).encode()
     written = json.loads(model.model_validate_json(body).to_json())
     added = list(written)[len(before) :]

@@ -1,0 +1,77 @@
+"""Deleting a finished job's message, and counting the job at the instant the delete leaves.
+
+Who counts a job (`JobsCompleted`) is decided by its message, not by its worker's memory: a
+manifest records the SQS MessageId of the message that made it, and the job is counted once,
+by whichever attempt of that message deletes it. The writer counts as its delete goes out; a
+redelivery of the same message that finds its manifest (the writer died, or its PUT's answer
+was lost, before the delete went out) counts then. A message with another MessageId (a late
+duplicate, a resubmit) finds a manifest not its own and only deletes.
+
+The line and the delete are two effects, and a SIGKILL can fall between them. A redelivery
+exists only if no delete landed, so the line must not go out before the delete can land
+(a kill in that gap counts the job twice) nor after it (a kill in the request's round trip,
+which the server completes without the client, would leave it uncounted). It is written from
+botocore's `before-send` event: after the request is serialized and signed, just before its
+bytes are written, so the gap left is one socket write. A delete that fails is retried while
+the message is still surely invisible: a counted message must not come back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from worker.aws_errors import AWS_ERRORS, error_code
+
+log = logging.getLogger("worker")
+# https://botocore.amazonaws.com/v1/documentation/api/latest/topics/events.html: emitted per
+# attempt, with the prepared request, right before the HTTP send.
+BEFORE_SEND_DELETE = "before-send.sqs.DeleteMessage"
+# Errors that retrying cannot fix: the message or queue is not there for this worker.
+NOT_RETRIED = ("ReceiptHandleIsInvalid", "AWS.SimpleQueueService.NonExistentQueue",
+               "QueueDoesNotExist", "AccessDenied", "AccessDeniedException")  # fmt: skip
+FIRST_RETRY_SECONDS = 0.25
+
+
+class MessageDeleter:
+    """DeleteMessage with retries, and a callback run as the first of its requests leaves."""
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        self.sqs, self.queue_url = sqs, queue_url
+        self._armed = threading.local()  # the callback of the delete this thread is sending
+        sqs.meta.events.register(BEFORE_SEND_DELETE, self._on_send)
+
+    def delete(
+        self, receipt: str, persist_s: float, on_send: Callable[[], None] | None = None
+    ) -> bool:
+        """Deletes the message; retries a failed delete for up to `persist_s` seconds. Runs
+        `on_send` once, as the first DeleteMessage request is about to be written; if none was
+        (every try failed before sending), not at all: the message comes back, and its
+        redelivery counts. True when a delete was answered with success."""
+        deadline = time.monotonic() + persist_s
+        wait = FIRST_RETRY_SECONDS
+        self._armed.on_send = on_send
+        try:
+            while True:
+                try:
+                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=receipt)
+                    return True
+                except AWS_ERRORS as error:
+                    if error_code(error) in NOT_RETRIED or time.monotonic() + wait > deadline:
+                        log.warning("delete failed, not retried: %r", error)
+                        return False
+                    log.info("delete failed (%r): again in %.2fs", error, wait)
+                    time.sleep(wait)
+                    wait = min(wait * 2, 2.0)
+        finally:
+            self._armed.on_send = None
+
+    def _on_send(self, **_: Any) -> None:
+        on_send: Callable[[], None] | None = getattr(self._armed, "on_send", None)
+        self._armed.on_send = None
+        if on_send is not None:
+            on_send()
+        # None: botocore goes on to send the request (a value here would be its response)
