@@ -49,8 +49,10 @@ EXIT_MISCONFIGURED = 2
 EXIT_NOT_READY = 3
 
 
-def _clients(settings: Settings) -> tuple[Any, Any]:
-    """One boto3 client per service for the whole process (clients are thread-safe)."""
+def _clients(settings: Settings) -> tuple[Any, Any, Any]:
+    """The SQS and S3 clients for the whole process (clients are thread-safe), and one for
+    deletes that botocore does not retry: the worker retries them itself, sooner than
+    botocore's backoff (worker/deletion.py)."""
     import boto3
     from botocore.config import Config
 
@@ -59,10 +61,12 @@ def _clients(settings: Settings) -> tuple[Any, Any]:
         retries={"mode": "standard", "max_attempts": 3},
         read_timeout=settings.wait_time_seconds + 40,
     )
+    once = config.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
     region = settings.aws_region
     return (
         boto3.client("sqs", region_name=region, config=config),
         boto3.client("s3", region_name=region, config=config),
+        boto3.client("sqs", region_name=region, config=once),
     )
 
 
@@ -106,7 +110,7 @@ def main() -> int:
         log.error("configuration error: %s", error)
         return EXIT_MISCONFIGURED
     try:
-        sqs, s3 = _clients(settings)
+        sqs, s3, deletes = _clients(settings)
     except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
         log.error("configuration error: cannot create AWS clients: %s", error)
         return EXIT_MISCONFIGURED
@@ -126,7 +130,8 @@ def main() -> int:
         settings.protection_expires_minutes,
         settings.protection_renew_seconds,
     )
-    worker = Worker(settings, sqs, s3, speech, protection, Metrics(stack=settings.stack_name))
+    metrics = Metrics(stack=settings.stack_name)
+    worker = Worker(settings, sqs, s3, speech, protection, metrics, delete_sqs=deletes)
     _on_stop.append(worker.request_stop)  # signals now drain the worker
     if _stop.is_set():  # one that came while it was being built stops it at once
         worker.request_stop()

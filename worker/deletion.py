@@ -13,12 +13,16 @@ exists only if no delete landed, so the line must not go out before the delete c
 which the server completes without the client, would leave it uncounted). It is written from
 botocore's `before-send` event: after the request is serialized and signed, just before its
 bytes are written, so the gap left is one socket write. A delete that fails is retried while
-the message is still surely invisible: a counted message must not come back.
+the message is still surely invisible: a counted message must not come back. The retries come
+quickly (50 ms, doubling to 1 s, jittered), not at botocore's backoff of up to a second and
+more: until one lands, a SIGKILL counts the job twice. Give this class a client that botocore
+does not retry (worker/__main__.py does).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +37,8 @@ BEFORE_SEND_DELETE = "before-send.sqs.DeleteMessage"
 # Errors that retrying cannot fix: the message or queue is not there for this worker.
 NOT_RETRIED = ("ReceiptHandleIsInvalid", "AWS.SimpleQueueService.NonExistentQueue",
                "QueueDoesNotExist", "AccessDenied", "AccessDeniedException")  # fmt: skip
-FIRST_RETRY_SECONDS = 0.25
+FIRST_RETRY_SECONDS = 0.05
+LONGEST_RETRY_SECONDS = 1.0
 
 
 class MessageDeleter:
@@ -63,9 +68,10 @@ class MessageDeleter:
                     if error_code(error) in NOT_RETRIED or time.monotonic() + wait > deadline:
                         log.warning("delete failed, not retried: %r", error)
                         return False
-                    log.info("delete failed (%r): again in %.2fs", error, wait)
-                    time.sleep(wait)
-                    wait = min(wait * 2, 2.0)
+                    pause = wait * random.uniform(0.5, 1.0)  # peers that failed together spread out
+                    log.info("delete failed (%r): again in %.2fs", error, pause)
+                    time.sleep(pause)
+                    wait = min(wait * 2, LONGEST_RETRY_SECONDS)
         finally:
             self._armed.on_send = None
 

@@ -187,6 +187,7 @@ class Worker:
         speech: SpeechClient,
         protection: Protection,
         metrics: Metrics,
+        delete_sqs: Any = None,
     ) -> None:
         self.s = settings
         self.sqs, self.s3, self.speech = sqs, s3, speech
@@ -203,7 +204,7 @@ class Worker:
         self.visibility = Visibility(sqs, settings.queue_url)
         self.poll_wait = poll_wait_seconds(settings)
         self._poll: Poll | None = None
-        self.deleter = MessageDeleter(sqs, settings.queue_url)
+        self.deleter = MessageDeleter(delete_sqs or sqs, settings.queue_url)
         self._stop_time = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -468,6 +469,7 @@ class Worker:
                 manifest.duration_s,
                 manifest.queue_wait_s,
                 job_id=manifest.id,
+                message_id=manifest.message_id,  # with job_id, what a reader dedupes on
                 worker=self.s.worker_id,
             )
         except Exception:  # run as the delete goes out: a metric line must not stop it

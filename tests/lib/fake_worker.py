@@ -86,8 +86,9 @@ def make_worker(names: dict[str, str], sqs: Any, s3: Any, speech: Any, **overrid
     )
     metrics = overrides.pop("metrics", None) or Metrics(io.StringIO())
     protection = overrides.pop("protection", None) or Protection("")
+    delete_sqs = overrides.pop("delete_sqs", None)
     values.update(overrides)
-    return Worker(Settings(**values), sqs, s3, speech, protection, metrics)
+    return Worker(Settings(**values), sqs, s3, speech, protection, metrics, delete_sqs)
 
 
 def run_until(worker: Worker, done: Any, timeout: float = 30) -> None:

@@ -20,9 +20,11 @@ from botocore.exceptions import ConnectionClosedError
 
 from tests.lib.fake_worker import FakeSpeech, make_worker, put_outputs, run_until
 from tests.lib.procs import make_queues_and_bucket, visible_and_in_flight
+from worker.__main__ import _clients as worker_clients
 from worker.deletion import BEFORE_SEND_DELETE
 from worker.jobs import Job, Manifest, manifest_key
 from worker.metrics import Metrics
+from worker.settings import Settings
 
 JOB = Job(id="k1", text="Counted once.")
 
@@ -105,7 +107,7 @@ class DeleteFaults:
 
 @pytest.mark.timeout(60)
 def test_the_line_goes_out_with_the_first_delete_request_and_only_once(names, s3) -> None:
-    # The worker's own retry settings: botocore gives up after 3 tries, the worker tries again.
+    # The main clients' retry settings (max_attempts 3: four tries), then the worker tries again.
     sqs = boto3.client("sqs", config=Config(retries={"mode": "standard", "max_attempts": 3}))
     metrics = io.StringIO()
     worker = make_worker(names, sqs, s3, FakeSpeech(0.05), metrics=Metrics(metrics))
@@ -115,5 +117,23 @@ def test_the_line_goes_out_with_the_first_delete_request_and_only_once(names, s3
     # Not before the delete was called; already out as its first request left; never again.
     assert faults.at_call[0] == 0
     assert faults.at_send == [1] * 5
-    assert len(faults.at_call) == 2  # botocore's three tries, then the worker's own call
+    assert len(faults.at_call) == 2  # botocore's four tries, then the worker's own call
+    assert completed(metrics) == 1
+
+
+@pytest.mark.timeout(60)
+def test_the_worker_retries_a_failed_delete_itself_on_a_client_botocore_does_not_retry(
+    names, sqs, s3
+) -> None:
+    settings = Settings(queue_url=names["queue_url"], dlq_url=names["dlq_url"],
+                        output_bucket=names["bucket"], aws_region="us-east-1")  # fmt: skip
+    _, _, deletes = worker_clients(settings)  # the wiring `python -m worker` uses
+    metrics = io.StringIO()
+    worker = make_worker(names, sqs, s3, FakeSpeech(0.05), metrics=Metrics(metrics),
+                         delete_sqs=deletes)  # fmt: skip
+    faults = DeleteFaults(deletes, metrics, failures=["reset", "500", "500", "reset"])
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=JOB.body())
+    run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
+    assert len(faults.at_call) == len(faults.at_send) == 5  # one try per call: the worker's
+    assert faults.at_send == [1] * 5
     assert completed(metrics) == 1
