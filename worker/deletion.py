@@ -13,7 +13,7 @@ exists only if no delete landed, so the line must not go out before the delete c
 which the server completes without the client, would leave it uncounted). It is written from
 botocore's `before-send` event: after the request is serialized and signed, just before its
 bytes are written, so the gap left is one socket write. A delete that fails is retried while
-the message is still surely invisible: a counted message must not come back. The retries come
+the heartbeat keeps the message invisible: a counted message must not come back. The retries come
 quickly (50 ms, doubling to 1 s, jittered), not at botocore's backoff of up to a second and
 more: until one lands, a SIGKILL counts the job twice. Give this class a client that botocore
 does not retry (worker/__main__.py does).
@@ -50,13 +50,16 @@ class MessageDeleter:
         sqs.meta.events.register(BEFORE_SEND_DELETE, self._on_send)
 
     def delete(
-        self, receipt: str, persist_s: float, on_send: Callable[[], None] | None = None
+        self,
+        receipt: str,
+        deadline: Callable[[], float],
+        on_send: Callable[[], None] | None = None,
     ) -> bool:
-        """Deletes the message; retries a failed delete for up to `persist_s` seconds. Runs
-        `on_send` once, as the first DeleteMessage request is about to be written; if none was
-        (every try failed before sending), not at all: the message comes back, and its
-        redelivery counts. True when a delete was answered with success."""
-        deadline = time.monotonic() + persist_s
+        """Deletes the message; retries a failed delete until `deadline()` (monotonic
+        seconds, asked again before each retry: a stop brings it forward). Runs `on_send`
+        once, as the first DeleteMessage request is about to be written; if none was (every
+        try failed before sending), not at all: the message comes back, and its redelivery
+        counts. True when a delete was answered with success."""
         wait = FIRST_RETRY_SECONDS
         self._armed.on_send = on_send
         try:
@@ -65,7 +68,7 @@ class MessageDeleter:
                     self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=receipt)
                     return True
                 except AWS_ERRORS as error:
-                    if error_code(error) in NOT_RETRIED or time.monotonic() + wait > deadline:
+                    if error_code(error) in NOT_RETRIED or time.monotonic() + wait > deadline():
                         log.warning("delete failed, not retried: %r", error)
                         return False
                     pause = wait * random.uniform(0.5, 1.0)  # peers that failed together spread out

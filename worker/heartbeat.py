@@ -34,7 +34,8 @@ class Task:
     job_id: str | None = None
     abandoned: bool = False  # set by the drain; the job thread then writes nothing more
     settled: bool = False  # deleted or released: the heartbeat must not extend it any more
-    manifest_unanswered: bool = False  # a manifest PUT raised: it may have landed after all
+    # The manifest body of a PUT that raised: it may have landed after all, as this attempt's.
+    unanswered_manifest: bytes | None = None
     # Guarded by Visibility's lock: heartbeat calls in flight that include this task, and the
     # visibility of a release made meanwhile, to be sent again when the last of them returns.
     extending: int = 0

@@ -69,6 +69,8 @@ PRECONDITION_FAILED = ("PreconditionFailed", "412")
 NOT_FOUND = ("404", "NoSuchKey", "NotFound")
 # Manifest swaps lost to other writers before the job is released to try again later.
 MAX_SWAPS = 3
+# How long a failing delete is retried while the heartbeat keeps its message invisible.
+DELETE_PATIENCE_SECONDS = 60
 
 
 class KeyLocks:
@@ -176,6 +178,18 @@ def poll_wait_seconds(settings: Settings) -> int:
 def sent_ms(task: Task) -> int | None:
     sent = task.message.get("Attributes", {}).get("SentTimestamp")
     return int(sent) if sent else None
+
+
+def _counts_here(task: Task, stored: Stored) -> bool:
+    """Whether this attempt counts the job of the manifest it found (worker/deletion.py): the
+    manifest is this attempt's own write whose answer was lost, or an earlier attempt's of
+    this same message (a later receive: that attempt ended before its delete went out). Not
+    one a concurrent receive of the same message wrote (same receive count): its writer
+    counts it. Not one another message made: a duplicate's, a resubmit's."""
+    found = stored.manifest
+    if found is None or found.message_id != task.message["MessageId"]:
+        return False
+    return stored.body == task.unanswered_manifest or task.receive_count > found.attempts
 
 
 class Worker:
@@ -302,8 +316,14 @@ class Worker:
         released = change_visibility(self.sqs, self.s.queue_url, [Task(m) for m in messages], 0)
         log.info("released %d message(s) received after the stop", released)
 
+    def _stop_deadline(self) -> float:
+        """When the drain must be done: the stop budget less what exiting takes after it (the
+        log lines, the threads' and interpreter's end), so the process is out inside it."""
+        reserve = min(1.0, self.s.stop_timeout_seconds * 0.1)
+        return self._stop_time + self.s.stop_timeout_seconds - reserve
+
     def _drain(self, heartbeat: Heartbeat) -> None:
-        end = self._stop_time + self.s.stop_timeout_seconds
+        end = self._stop_deadline()
         margin = min(5.0, self.s.stop_timeout_seconds * 0.2)  # left for releasing the rest
         self.inflight.wait_empty(end - margin - time.monotonic())  # jobs still kept invisible
         heartbeat.stop()
@@ -423,14 +443,11 @@ class Worker:
         return Verdict.REPLACE
 
     def _settle(self, task: Task, job: Job, stored: Stored | None, verdict: Verdict) -> None:
-        """Deletes the message of a job whose output exists. A manifest this very message made
-        (an earlier attempt died, or lost its PUT's answer, before its delete went out) is
-        counted as the delete goes out; one another message made is not (worker/deletion.py).
-        Called while writing."""
+        """Deletes the message of a job whose output exists, counting it if this attempt is
+        the one to (`_counts_here`). Called while writing."""
         log.info("job %s %s: deleting the message", job.job_id, verdict.value)
-        found = stored.manifest if stored is not None else None
-        mine = found is not None and found.message_id == task.message["MessageId"]
-        self._delete(task, counting=found if mine else None)
+        counts = stored is not None and stored.manifest is not None and _counts_here(task, stored)
+        self._delete(task, counting=stored.manifest if stored is not None and counts else None)
 
     def _complete(self, task: Task, job: Job, speech: Speech, synth_s: float) -> None:
         queue_wait = task.received_at - self._sent_at(task)
@@ -545,10 +562,10 @@ class Worker:
             return True
         except ClientError as error:
             if error_code(error) not in (*PRECONDITION_FAILED, *NOT_FOUND):
-                task.manifest_unanswered = True
+                task.unanswered_manifest = body
                 raise
         except BotoCoreError:
-            task.manifest_unanswered = True
+            task.unanswered_manifest = body
             raise
         now = self._read_manifest(job_id)
         if now is not None and now.body == body:
@@ -567,16 +584,23 @@ class Worker:
         )
 
     def _delete(self, task: Task, counting: Manifest | None = None) -> None:
-        """Deletes the message, counting `counting` as the delete goes out. A failed delete is
-        retried while the message is surely still invisible (the heartbeat no longer extends a
-        settled task) and inside the stop budget: a message that comes back is redelivered,
-        and a counted one would be counted again."""
-        task.settled = True  # stays in flight (so a drain waits) until its thread ends
-        persist = max(0.0, self.s.visibility_timeout - self.s.heartbeat_seconds) / 2
-        if self.stop_requested.is_set():
-            persist = min(persist, self._stop_time + self.s.stop_timeout_seconds - time.monotonic())
+        """Deletes the message, counting `counting` as the delete goes out. Until the delete
+        returns the heartbeat keeps extending the message, so a failed delete is retried for
+        a minute (or a visibility timeout, if longer), and inside the stop budget once a stop
+        comes: a counted message that came back would be counted again."""
+        patience = time.monotonic() + max(DELETE_PATIENCE_SECONDS, self.s.visibility_timeout)
+
+        def deadline() -> float:
+            if not self.stop_requested.is_set():
+                return patience
+            return min(patience, self._stop_deadline())
+
         on_send = functools.partial(self._count, counting) if counting is not None else None
-        if not self.deleter.delete(task.receipt, max(0.0, persist), on_send):
+        try:
+            deleted = self.deleter.delete(task.receipt, deadline, on_send)
+        finally:
+            task.settled = True  # stays in flight (so a drain waits) until its thread ends
+        if not deleted:
             log.warning("delete of job %s failed: a redelivery finds its outputs", task.job_id)
 
     # ---- failures --------------------------------------------------------------------
@@ -638,7 +662,7 @@ class Worker:
         if limit is not None and task.receive_count >= limit:
             self._fail(task, f"transient failures on all {limit} receives", reason, job)
             return
-        if job is not None and task.manifest_unanswered and self._landed(task, job):
+        if job is not None and task.unanswered_manifest is not None and self._landed(task, job):
             return
         self._release(task, reason)
 

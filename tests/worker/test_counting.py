@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,14 +48,36 @@ def drain(names: dict[str, str], sqs: Any, s3: Any, speech: FakeSpeech) -> io.St
     return metrics
 
 
+def receive_once(sqs: Any, queue_url: str) -> str:
+    """Sends JOB and receives it once (as a worker that then dies would): its MessageId. It is
+    made visible again at once, so the worker under test receives it a second time."""
+    sqs.send_message(QueueUrl=queue_url, MessageBody=JOB.body())
+    message = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"][0]
+    sqs.change_message_visibility(
+        QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
+    return str(message["MessageId"])
+
+
 @pytest.mark.timeout(60)
 def test_a_redelivery_of_the_message_that_made_the_manifest_counts_it(names, sqs, s3) -> None:
-    sent = sqs.send_message(QueueUrl=names["queue_url"], MessageBody=JOB.body())["MessageId"]
-    # Its first attempt wrote the outputs and was killed before its delete went out.
-    put_outputs(s3, names["bucket"], JOB, worker="killed", message_id=sent)
+    sent = receive_once(sqs, names["queue_url"])
+    # Its first attempt (receive 1) wrote the outputs and was killed before its delete went out.
+    put_outputs(s3, names["bucket"], JOB, worker="killed", message_id=sent, attempts=1)
     speech = FakeSpeech(0.05)
     assert completed(drain(names, sqs, s3, speech)) == 1
     assert speech.calls == []
+
+
+@pytest.mark.timeout(60)
+def test_a_concurrent_receive_of_the_same_message_leaves_the_count_to_its_writer(
+    names, sqs, s3
+) -> None:
+    sent = receive_once(sqs, names["queue_url"])
+    # Written by a live worker that holds the same message at the same receive count (a
+    # duplicate delivery): that worker counts it as its delete goes out.
+    put_outputs(s3, names["bucket"], JOB, worker="alive", message_id=sent, attempts=2)
+    assert completed(drain(names, sqs, s3, FakeSpeech(0.05))) == 0
 
 
 @pytest.mark.timeout(60)
@@ -71,6 +94,13 @@ def test_the_writer_records_its_message_and_counts_it_once(names, sqs, s3) -> No
     body = s3.get_object(Bucket=names["bucket"], Key=manifest_key(JOB.job_id))["Body"].read()
     assert Manifest.model_validate_json(body).message_id == sent
     assert completed(metrics) == 1
+
+
+def no_retry_deletes(names: dict[str, str]) -> Any:
+    """The client `python -m worker` deletes with (botocore does not retry it)."""
+    settings = Settings(queue_url=names["queue_url"], dlq_url=names["dlq_url"],
+                        output_bucket=names["bucket"], aws_region="us-east-1")  # fmt: skip
+    return worker_clients(settings)[2]
 
 
 class Raw(io.BytesIO):
@@ -125,9 +155,7 @@ def test_the_line_goes_out_with_the_first_delete_request_and_only_once(names, s3
 def test_the_worker_retries_a_failed_delete_itself_on_a_client_botocore_does_not_retry(
     names, sqs, s3
 ) -> None:
-    settings = Settings(queue_url=names["queue_url"], dlq_url=names["dlq_url"],
-                        output_bucket=names["bucket"], aws_region="us-east-1")  # fmt: skip
-    _, _, deletes = worker_clients(settings)  # the wiring `python -m worker` uses
+    deletes = no_retry_deletes(names)
     metrics = io.StringIO()
     worker = make_worker(names, sqs, s3, FakeSpeech(0.05), metrics=Metrics(metrics),
                          delete_sqs=deletes)  # fmt: skip
@@ -136,4 +164,36 @@ def test_the_worker_retries_a_failed_delete_itself_on_a_client_botocore_does_not
     run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
     assert len(faults.at_call) == len(faults.at_send) == 5  # one try per call: the worker's
     assert faults.at_send == [1] * 5
+    assert completed(metrics) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_delete_keeps_the_message_invisible_until_it_lands(names, sqs, s3) -> None:
+    # Deletes fail for 2.8-5.5 s (50 ms doubling to 1 s, jittered), past the 2-s visibility:
+    # only the heartbeat's extensions keep the counted message from another receive.
+    deletes = no_retry_deletes(names)
+    metrics = io.StringIO()
+    worker = make_worker(
+        names, sqs, s3, FakeSpeech(0.05), metrics=Metrics(metrics), delete_sqs=deletes,
+        visibility_timeout=2, heartbeat_seconds=0.5,
+    )  # fmt: skip
+    faults = DeleteFaults(deletes, metrics, failures=["500"] * 9)
+    sqs.send_message(QueueUrl=names["queue_url"], MessageBody=JOB.body())
+    seen_visible: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.1):
+            if faults.at_send:  # from the first delete on: before it, the job was in hand
+                seen_visible.append(visible_and_in_flight(sqs, names["queue_url"])[0])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run_until(worker, lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0))
+    finally:
+        done.set()
+        watcher.join()
+    assert len(faults.at_send) == 10  # every failure, then the delete that landed
+    assert seen_visible and max(seen_visible) == 0
     assert completed(metrics) == 1
