@@ -6,6 +6,7 @@ prints either text or, with --json, one JSON document on stdout (keys: docs/cli.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
@@ -22,7 +23,13 @@ from rich.table import Table
 
 from tts_fleet.cli import look
 from tts_fleet.cli.errors import BadInput, Failed, MissingTool
-from tts_fleet.cli.options import json_flag, split_chars_option, target_flags, use_aws_settings
+from tts_fleet.cli.options import (
+    json_flag,
+    project_dir_option,
+    split_chars_option,
+    target_flags,
+    use_aws_settings,
+)
 from tts_fleet.client.aws import NoRegion, Target, client_for
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
@@ -44,6 +51,7 @@ from tts_fleet.client.submit import (
     submit_jobs,
 )
 from tts_fleet.exit_codes import ExitCode
+from tts_fleet.spec.config import ConfigError, load_stack_file, stack_file
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = ExitCode.OK, ExitCode.FAILED, ExitCode.TIMED_OUT
@@ -83,7 +91,7 @@ def target_options(func: Callable[..., Any]) -> Callable[..., Any]:
         except StackError as error:
             raise (MissingTool if error.missing_tool else BadInput)(str(error)) from None
         try:
-            return func(target=target, **kwargs)
+            return func(target=dataclasses.replace(target, stack=stack), **kwargs)
         except NoRegion as error:
             raise BadInput(str(error)) from None
         except ProfileNotFound as error:
@@ -130,6 +138,18 @@ def not_a_terminal(source: str | None) -> None:
         raise click.UsageError("give a JSONL file or a directory of .txt files, or pipe jobs in")
 
 
+def stack_text_limit(stack: str | None, project_dir: Path) -> int:
+    """worker.maxTextChars of the stack's file, so submit rejects what its workers would
+    dead-letter; the worker's default without a stack file (a target given by URL)."""
+    path = stack_file(stack, project_dir) if stack else None
+    if path is None or not path.exists():
+        return DEFAULT_MAX_TEXT_CHARS
+    try:
+        return load_stack_file(path).worker.max_text_chars
+    except ConfigError as error:
+        raise BadInput(str(error)) from None
+
+
 def emit_json(data: dict[str, Any]) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True))
 
@@ -149,11 +169,11 @@ def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--max-text-chars",
-    default=DEFAULT_MAX_TEXT_CHARS,
-    show_default=True,
-    type=int,
-    help="Longest text accepted (the stack's worker.maxTextChars).",
+    type=click.IntRange(1),
+    help="Longest text accepted [default: with --stack, worker.maxTextChars of its stack file "
+    f"in --project-dir, if there is one; else {DEFAULT_MAX_TEXT_CHARS:,}].",
 )
+@project_dir_option()
 @click.option("--voice", help="Voice for jobs that do not set one.")
 @click.option("--language", help="Language for jobs that do not set one.")
 @click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
@@ -165,7 +185,8 @@ def submit(
     source: str,
     skip_invalid: bool,
     threads: int,
-    max_text_chars: int,
+    max_text_chars: int | None,
+    project_dir: Path,
     voice: str | None,
     language: str | None,
     fmt: str | None,
@@ -181,7 +202,8 @@ def submit(
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
-    loaded = load_jobs(source, max_text_chars, defaults, split_chars)
+    limit = max_text_chars or stack_text_limit(target.stack, project_dir)
+    loaded = load_jobs(source, limit, defaults, split_chars)
     summary = submit_summary(queue_url, loaded)
     for line in loaded.invalid:
         click.secho(f"invalid: {line.describe()}", err=True, fg="red")

@@ -27,6 +27,7 @@ class Target:
     service: str | None = None
     events_queue_url: str | None = None  # completion events (notifications.enabled), if any
     controller_arn: str | None = None  # the scaling controller (scaling.controller: lambda)
+    stack: str | None = None  # the --stack it was read from, if any (its stack file's settings)
 
 
 @cache
