@@ -563,14 +563,14 @@ def queue_depth(sqs: Any, queue_url: str) -> int:
     )
 
 
-def completed_lines(runs: list[WorkerRun]) -> Counter[str]:
-    """JobsCompleted per job id, from every worker's EMF lines."""
-    counts: Counter[str] = Counter()
+def completed_lines(runs: list[WorkerRun]) -> dict[str, list[str]]:
+    """The workers whose EMF lines counted each job id (JobsCompleted), in log order."""
+    counts: dict[str, list[str]] = {}
     for run in runs:
         for line in run.log().splitlines():
             if line.startswith("{") and '"JobsCompleted"' in line:
                 with contextlib.suppress(ValueError):
-                    counts[json.loads(line).get("job_id", "?")] += 1
+                    counts.setdefault(json.loads(line).get("job_id", "?"), []).append(run.worker_id)
     return counts
 
 
@@ -746,34 +746,36 @@ def worker_figures(fleet: Fleet) -> dict[str, Any]:
 
 def metric_figures(rig: Rig) -> dict[str, Any]:
     runs = rig.fleet.done + rig.fleet.live
+    by_id = {r.worker_id: r for r in runs}
     completed = completed_lines(runs)
     manifests = {job_id(k) for k in manifests_done(rig.s3, rig.names["bucket"])}
-    missing = Counter(
-        why_uncounted(rig, {r.worker_id: r for r in runs}, job)
-        for job in manifests - set(completed)
-    )
+    missing = Counter(why_uncounted(rig, by_id, job) for job in manifests - set(completed))
+    twice = Counter(why_twice(by_id, workers) for workers in completed.values() if len(workers) > 1)
     return {
-        "JobsCompleted": sum(completed.values()),
+        "JobsCompleted": sum(len(workers) for workers in completed.values()),
         "manifests": len(manifests),
-        "JobsCompleted twice for a job": sum(1 for n in completed.values() if n > 1),
-        "manifests without JobsCompleted": dict(missing),
+        "JobsCompleted twice for a job": dict(twice) or 0,
+        "manifests without JobsCompleted": dict(missing) or 0,
     }
 
 
+def why_twice(runs: dict[str, WorkerRun], workers: list[str]) -> str:
+    """Why a job has two JobsCompleted lines: the first worker's delete never landed. It is
+    retried until it does while the worker lives, so that worker was SIGKILLed meanwhile."""
+    first = runs.get(workers[0])
+    if first is not None and first.signalled == "kill":
+        return "first counter SIGKILLed before its delete landed"
+    return "other"
+
+
 def why_uncounted(rig: Rig, runs: dict[str, WorkerRun], job: str) -> str:
-    """Why the worker that wrote this manifest emitted no JobsCompleted for it: it released
-    the job after its manifest PUT landed but every retry of that PUT failed (a lost
-    answer; the redelivery then found the manifest and deleted the message uncounted), or it
-    was SIGKILLed between the PUT and the metric line."""
+    """Why no worker emitted JobsCompleted for this manifest: the line goes out before the
+    delete, and a redelivery of the message that made the manifest counts it, so this should
+    not happen; the writer's log tells what did."""
     run = runs.get(writer(rig.s3, rig.names["bucket"], job))
     if run is None:
         return "writer unknown"
-    lines = [line for line in run.log().splitlines() if f"job {job} " in line]
-    if any(" released " in line for line in lines):
-        return "manifest PUT answer lost, job released"
-    if run.signalled == "kill":
-        return "writer SIGKILLed after the PUT"
-    return "other"
+    return f"writer {run.worker_id} ({run.signalled or 'not signalled'})"
 
 
 def job_id(key: str) -> str:
