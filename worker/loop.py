@@ -446,8 +446,8 @@ class Worker:
         """Deletes the message of a job whose output exists, counting it if this attempt is
         the one to (`_counts_here`). Called while writing."""
         log.info("job %s %s: deleting the message", job.job_id, verdict.value)
-        counts = stored is not None and stored.manifest is not None and _counts_here(task, stored)
-        self._delete(task, counting=stored.manifest if stored is not None and counts else None)
+        mine = stored is not None and _counts_here(task, stored)
+        self._delete(task, counting=stored.manifest if stored is not None and mine else None)
 
     def _complete(self, task: Task, job: Job, speech: Speech, synth_s: float) -> None:
         queue_wait = task.received_at - self._sent_at(task)
