@@ -28,15 +28,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from worker.aws_errors import AWS_ERRORS, error_code
+from worker.aws_errors import AWS_ERRORS, aws_error_is_transient
 
 log = logging.getLogger("worker")
 # https://botocore.amazonaws.com/v1/documentation/api/latest/topics/events.html: emitted per
 # attempt, with the prepared request, right before the HTTP send.
 BEFORE_SEND_DELETE = "before-send.sqs.DeleteMessage"
-# Errors that retrying cannot fix: the message or queue is not there for this worker.
-NOT_RETRIED = ("ReceiptHandleIsInvalid", "AWS.SimpleQueueService.NonExistentQueue",
-               "QueueDoesNotExist", "AccessDenied", "AccessDeniedException")  # fmt: skip
 FIRST_RETRY_SECONDS = 0.05
 LONGEST_RETRY_SECONDS = 1.0
 
@@ -68,7 +65,8 @@ class MessageDeleter:
                     self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=receipt)
                     return True
                 except AWS_ERRORS as error:
-                    if error_code(error) in NOT_RETRIED or time.monotonic() + wait > deadline():
+                    # A definite answer (no such receipt or queue, access denied) stays so.
+                    if not aws_error_is_transient(error) or time.monotonic() + wait > deadline():
                         log.warning("delete failed, not retried: %r", error)
                         return False
                     pause = wait * random.uniform(0.5, 1.0)  # peers that failed together spread out

@@ -60,7 +60,6 @@ MAX_ERROR_ATTRIBUTE_BYTES = 1_000
 # SQS accepts only these characters in a body or a String attribute value (SQS API reference,
 # SendMessage): #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
 _NOT_SQS_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-STORAGE_ERRORS = AWS_ERRORS
 # A conditional PUT (If-None-Match: *, or If-Match on an ETag) whose condition fails: 412
 # PreconditionFailed (S3 user guide, conditional writes); If-Match on a missing key: 404. A
 # concurrent conditional PUT may get 409 instead: that one is an ordinary storage error,
@@ -261,7 +260,7 @@ class Worker:
                 QueueUrl=self.s.queue_url, AttributeNames=["RedrivePolicy"]
             )["Attributes"]
             return int(json.loads(attrs["RedrivePolicy"])["maxReceiveCount"])
-        except (KeyError, ValueError, *STORAGE_ERRORS) as error:
+        except (KeyError, ValueError, *AWS_ERRORS) as error:
             log.warning("no redrive policy readable (%r): SQS alone bounds retries", error)
             return None
 
@@ -396,7 +395,7 @@ class Worker:
             self._fail(task, "rejected by the speech server", str(error), job)
         except TransientSpeechError as error:
             self._retry_later(task, str(error), job)
-        except (*STORAGE_ERRORS, ManifestContended) as error:
+        except (*AWS_ERRORS, ManifestContended) as error:
             self._retry_later(task, f"storage error: {error}", job)
 
     def _acquire_slot(self) -> bool:
@@ -626,7 +625,7 @@ class Worker:
                 if not allowed or (job is not None and self._done_after_all(task, job)):
                     return
                 self._record_failure(task, job_id, record, reason)
-        except STORAGE_ERRORS as storage_error:
+        except AWS_ERRORS as storage_error:
             self._release(task, f"could not record failure ({storage_error!r})")
             return
         log.warning("job %s failed permanently: %s", job_id, reason)
@@ -671,7 +670,7 @@ class Worker:
         try:
             with task.writing() as allowed:
                 return allowed and self._done_after_all(task, job)
-        except STORAGE_ERRORS as error:
+        except AWS_ERRORS as error:
             log.warning("job %s: manifest not readable (%r)", job.job_id, error)
             return False
 

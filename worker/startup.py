@@ -18,14 +18,9 @@ from functools import partial
 from typing import Any
 
 import httpx
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectionError,
-    CredentialRetrievalError,
-    HTTPClientError,
-)
+from botocore.exceptions import BotoCoreError
 
+from worker.aws_errors import AWS_ERRORS, TRANSIENT_STATUS, aws_error_is_transient, error_code
 from worker.jobs import Job
 from worker.settings import Settings
 from worker.speech import SpeechClient
@@ -33,25 +28,6 @@ from worker.speech import SpeechClient
 log = logging.getLogger("worker")
 # The task role may only SendMessage to the DLQ (least privilege): denied there is fine.
 ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
-# Error codes that mean "not now" (botocore's standard-mode retry list, and S3's SlowDown).
-TRANSIENT_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestThrottled",
-        "RequestLimitExceeded",
-        "SlowDown",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "ServiceUnavailable",
-        "InternalError",
-        "InternalFailure",
-    }
-)
-TRANSIENT_STATUS = frozenset({408, 429})
 FIRST_PAUSE_SECONDS = 1.0
 MAX_PAUSE_SECONDS = 15.0
 HEALTH_POLL_SECONDS = 0.5
@@ -106,18 +82,6 @@ class Budget:
 # ---- AWS --------------------------------------------------------------------------------
 
 
-def aws_error_is_transient(error: Exception) -> bool:
-    """5xx, throttling and network faults are transient; any other answer is definite."""
-    if isinstance(error, ClientError):
-        code = str(error.response.get("Error", {}).get("Code", ""))
-        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        return code in TRANSIENT_CODES or status >= 500 or status in TRANSIENT_STATUS
-    # Endpoint unreachable, connection reset or closed, timeouts, and the task role's
-    # credentials endpoint not answering. No region, no credentials at all or a bad
-    # parameter are other BotoCoreErrors: definite.
-    return isinstance(error, ConnectionError | HTTPClientError | CredentialRetrievalError)
-
-
 def _storage_checks(sqs: Any, s3: Any, settings: Settings) -> list[tuple[str, str, Any]]:
     """(env name, value, call) for the bucket and both queues, in the order they are checked."""
     bucket, queue, dlq = settings.output_bucket, settings.queue_url, settings.dlq_url
@@ -132,12 +96,12 @@ def _storage_checks(sqs: Any, s3: Any, settings: Settings) -> list[tuple[str, st
 def _check_store(name: str, value: str, call: Callable[[], Any]) -> None:
     try:
         call()
-    except (ClientError, BotoCoreError) as error:
+    except AWS_ERRORS as error:
         if aws_error_is_transient(error):
             raise NotYet(str(error)) from None
         if isinstance(error, BotoCoreError):
             raise Misconfigured(f"{name}={value!r} cannot be reached: {error}") from None
-        if name == "DLQ_URL" and error.response.get("Error", {}).get("Code") in ACCESS_DENIED:
+        if name == "DLQ_URL" and error_code(error) in ACCESS_DENIED:
             return
         raise Misconfigured(f"{name}={value!r} cannot be used: {error}") from None
 
