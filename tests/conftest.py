@@ -32,19 +32,26 @@ def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dic
     """A clean emulator and the environment a boto3 client (or a subprocess) needs for it."""
     import httpx
 
+    from tts_fleet.local.emulator import emulator_env
+
     httpx.post(f"{moto_endpoint}/moto-api/reset").raise_for_status()
-    env = {
-        "AWS_ENDPOINT_URL": moto_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-    }
+    env = emulator_env(moto_endpoint)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     yield {**os.environ, **env}
+
+
+@pytest.fixture
+def in_process_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What moto's in-process `mock_aws()` needs of the environment: dummy credentials and a
+    region, and no endpoint or profile that would send boto3 elsewhere."""
+    from tts_fleet.local.emulator import DUMMY_CREDENTIALS
+
+    for key, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 SPAWNED = pytest.StashKey[list[str]]()

@@ -97,14 +97,7 @@ class Stack:
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+def stack(in_process_aws: None) -> Iterator[Stack]:
     with mock_aws():
         clients = Clients(
             sqs=boto3.client("sqs", region_name=REGION),

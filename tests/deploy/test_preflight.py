@@ -38,15 +38,8 @@ QUOTA_NAMES = {
 
 
 @pytest.fixture(autouse=True)
-def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+def fake_credentials(in_process_aws: None) -> None:
+    """Every test here runs moto in process (or botocore's Stubber): never a real account."""
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.lib.fake_worker import FakeSpeech, fake_audio, make_worker, put_outputs, run_until
 from tests.lib.procs import make_queues_and_bucket, version_counts, visible_and_in_flight
@@ -155,55 +156,40 @@ def test_the_swap_is_conditional_on_the_manifest_it_judged(names, sqs, s3) -> No
     assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
 
 
-class ManifestAnswerLost:
-    """S3 client: the manifest PUT lands, then botocore's retry of it gets S3's 412."""
+class ManifestLands:
+    """S3 client: the manifest PUT lands and its answer is lost. Then botocore's retry of it
+    gets S3's 412 (`retry_answers`), or every try answers 500, as in a brownout."""
 
-    def __init__(self, s3: Any) -> None:
-        self.s3 = s3
+    def __init__(self, s3: Any, retry_answers: bool) -> None:
+        self.s3, self.retry_answers = s3, retry_answers
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.s3, name)
 
     def put_object(self, **kwargs: Any) -> Any:
         result = self.s3.put_object(**kwargs)
-        if kwargs["Key"].endswith(".json"):
+        if not kwargs["Key"].endswith(".json"):
+            return result
+        if self.retry_answers:
             return self.s3.put_object(**kwargs)  # the retry: raises PreconditionFailed
-        return result
+        error = {"Error": {"Code": "InternalError", "Message": "landed, answer lost"}}
+        raise ClientError(error, "PutObject")
 
 
 @pytest.mark.timeout(60)
 def test_a_412_on_a_retried_put_of_our_own_manifest_is_our_success(names, sqs, s3) -> None:
     metrics = io.StringIO()
-    run_one(names, sqs, ManifestAnswerLost(s3), NEW, metrics=Metrics(metrics))
+    run_one(names, sqs, ManifestLands(s3, retry_answers=True), NEW, metrics=Metrics(metrics))
     assert completed(metrics) == 1
     assert stored(s3, names["bucket"]).worker == "w"
     assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
-
-
-class ManifestLandsThen500:
-    """S3 client: the manifest PUT lands but answers 500 (every retry too, as in a brownout)."""
-
-    def __init__(self, s3: Any) -> None:
-        self.s3 = s3
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.s3, name)
-
-    def put_object(self, **kwargs: Any) -> Any:
-        result = self.s3.put_object(**kwargs)
-        if kwargs["Key"].endswith(".json"):
-            from botocore.exceptions import ClientError
-
-            error = {"Error": {"Code": "InternalError", "Message": "landed, answer lost"}}
-            raise ClientError(error, "PutObject")
-        return result
 
 
 @pytest.mark.timeout(60)
 def test_a_landed_write_on_the_last_receive_is_done_not_dead_lettered(aws_env, sqs, s3) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=1, visibility_timeout=30)
     metrics = io.StringIO()
-    run_one(names, sqs, ManifestLandsThen500(s3), NEW, metrics=Metrics(metrics))
+    run_one(names, sqs, ManifestLands(s3, retry_answers=False), NEW, metrics=Metrics(metrics))
     assert completed(metrics) == 1  # this worker's write, counted once
     assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
     assert not s3.list_objects_v2(Bucket=names["bucket"], Prefix="failures/").get("Contents")
