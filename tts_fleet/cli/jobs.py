@@ -6,7 +6,6 @@ prints either text or, with --json, one JSON document on stdout (keys: docs/cli.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import sys
@@ -91,7 +90,7 @@ def target_options(func: Callable[..., Any]) -> Callable[..., Any]:
         except StackError as error:
             raise (MissingTool if error.missing_tool else BadInput)(str(error)) from None
         try:
-            return func(target=dataclasses.replace(target, stack=stack), **kwargs)
+            return func(target=target, **kwargs)
         except NoRegion as error:
             raise BadInput(str(error)) from None
         except ProfileNotFound as error:

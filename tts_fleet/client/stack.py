@@ -61,7 +61,6 @@ def resolve_target(
     outputs: dict[str, Any] = {}
     if outputs_file:
         outputs = read_outputs_file(outputs_file)
-        stack = stack or outputs_file
     elif stack and not (queue_url and dlq_url and bucket):
         outputs = stack_outputs(stack)
         given = {OUTPUT_QUEUE_URL: queue_url, OUTPUT_BUCKET: bucket}
@@ -80,6 +79,7 @@ def resolve_target(
         service=outputs.get(OUTPUT_SERVICE),
         events_queue_url=os.environ.get(ENV_EVENTS_QUEUE_URL) or outputs.get(EVENTS_OUTPUT),
         controller_arn=outputs.get(OUTPUT_CONTROLLER),
+        stack=stack,
     )
 
 
