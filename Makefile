@@ -22,7 +22,7 @@ $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 	touch $(LOCAL_STAMP)
 
 # Layering (import-linter contracts in pyproject.toml) and types (mypy on worker/ and
-# tts_fleet/spec/) run before the tests; lint-imports reads components/ from this directory.
+# tts_fleet/scaling, config) run before the tests; lint-imports reads components/ from this directory.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy

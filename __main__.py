@@ -10,8 +10,8 @@ import pulumi_aws as aws
 from components.aws_provider import provider_args
 from components.platform import Platform, PlatformArgs
 from components.stack_config import load_stack_config
-from tts_fleet.spec import outputs
-from tts_fleet.spec.config import ConfigError
+from tts_fleet.config import outputs
+from tts_fleet.config.models import ConfigError
 
 PROJECT = "tts-fleet"
 WORKER_DIR = Path(__file__).resolve().parent / "worker"

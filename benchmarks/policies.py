@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 import sys
 
+from tts_fleet.config.models import ScalingConfig
+from tts_fleet.scaling.bands import Scaling
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import SEED_PROFILE, PolicySetup, fleet_policy, peer_policy
 from tts_fleet.sim.report import CostRates, SimSummary
 from tts_fleet.sim.traces import parse_trace
-from tts_fleet.spec.config import ScalingConfig
-from tts_fleet.spec.policy import Scaling
 
 WORKLOADS = (
     "burst:10000", "burst:1000", "sparse:7:8", "sparse:20:8", "poisson:2:8", "poisson:20:8",

@@ -12,13 +12,13 @@ import sys
 import time
 from collections.abc import Callable
 
+from tts_fleet.config.models import StackConfig
 from tts_fleet.cost.report import rates_for
+from tts_fleet.scaling.bands import Scaling
 from tts_fleet.sim.advise import advise
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import PROFILES, fleet_policy
 from tts_fleet.sim.traces import parse_trace
-from tts_fleet.spec.config import StackConfig
-from tts_fleet.spec.policy import Scaling
 
 GOAL_S = 10.0
 RUNS = 3

@@ -1,8 +1,8 @@
 """QueueAutoscaling: the worker service follows the jobs queue's backlog, from 0 to maxWorkers.
 
 DESIGN §4. One alarm `outstanding >= 1` (1 × 60 s) drives a StepScaling/ExactCapacity policy
-whose steps are `tts_fleet.spec.policy.bands()`; Application Auto Scaling re-applies it every minute
-while the alarm stays in ALARM, so the count follows the backlog up and down. A second alarm
+whose steps are `tts_fleet.scaling.bands.bands()`; Application Auto Scaling re-applies it
+every minute while the alarm stays in ALARM, so the count follows the backlog up and down. A second alarm
 `outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers. Schedules change
 min/max by cron.
 
@@ -23,8 +23,8 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from tts_fleet.spec.config import ScalingConfig
-from tts_fleet.spec.policy import SCALE_OUT_THRESHOLD, BandPlan, bands
+from tts_fleet.config.models import ScalingConfig
+from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands
 
 # SQS publishes queue metrics to CloudWatch at 1-minute granularity.
 # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html

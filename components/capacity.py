@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
-from tts_fleet.spec.config import GpuConfig
-from tts_fleet.spec.gpu import instance_requirements
+from tts_fleet.config.gpu import instance_requirements
+from tts_fleet.config.models import GpuConfig
 
 INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
 INSTANCE_POLICY = "AmazonECSInstanceRolePolicyForManagedInstances"

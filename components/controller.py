@@ -2,8 +2,8 @@
 
 EventBridge Scheduler invokes it every minute (and `tts-fleet submit` right after sending);
 it samples the queue every 10 s while anything is outstanding or running and sets the
-service's desired count with `tts_fleet.spec.controller.decide` (tts_fleet/controller/handler.py
-says how and why through UpdateService). Its code is this repo's `tts_fleet/spec` and
+service's desired count with `tts_fleet.scaling.controller.decide` (tts_fleet/controller/handler.py
+says how and why through UpdateService). Its code is this repo's `tts_fleet/scaling` and
 `tts_fleet/controller`, zipped here; boto3 comes with the runtime.
 
 Its state is one S3 object, `controller/state.json`, in the stack's outputs bucket: no new
@@ -29,7 +29,7 @@ import tts_fleet
 from components.iam import trust_policy
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
-from tts_fleet.spec.controller import ControllerParams
+from tts_fleet.scaling.controller import ControllerParams
 
 RUNTIME = "python3.12"
 # Sampling stops after 50 s (settings.SAMPLING_BUDGET_S); the rest is for the last calls.
@@ -41,7 +41,7 @@ SCHEDULE = "rate(1 minute)"
 # (Lambda would otherwise retry a throttled event for up to 6 hours).
 MAX_EVENT_AGE_SECONDS = 60
 # The Lambda's code: these packages of the repo and nothing else (no pydantic there).
-CODE_PACKAGES = ("spec", "controller")
+CODE_PACKAGES = ("scaling", "controller")
 # The seed's physics, as the simulator models a default stack (tts_fleet/sim/model.py
 # DEFAULT_PROFILE; tests/components/test_controller.py pins them to it): ≈10.5 min from a
 # raised desired count to a serving worker on a new GPU host, 2 s per job alone on a GPU,

@@ -33,7 +33,7 @@ from components.image_source import (
     source_files,
 )
 from components.storage import OutputBucket, OutputBucketArgs
-from tts_fleet.spec.config import DEFAULT_BASE_IMAGE
+from tts_fleet.config.models import DEFAULT_BASE_IMAGE
 
 KEEP_IMAGES = 10
 SOURCE_PREFIX = "worker-source"

@@ -16,11 +16,11 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import BaseModel, ConfigDict
 
-from tts_fleet.spec.config import NetworkConfig
+from tts_fleet.config.models import NetworkConfig
 
-# What this component creates per config is in tts_fleet.spec.topology (the cost model
+# What this component creates per config is in tts_fleet.config.topology (the cost model
 # reads the same facts): the NAT gateway count and the interface endpoint services.
-from tts_fleet.spec.topology import INTERFACE_ENDPOINTS, nat_count
+from tts_fleet.config.topology import INTERFACE_ENDPOINTS, nat_count
 
 DEFAULT_CIDR = "10.0.0.0/16"
 # Each subnet is a /20 (4,091 usable addresses): private subnets take the first slots, public

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from components.controller import dashboard_widget as controller_widget
 from components.iam import deny_insecure_transport
-from tts_fleet.spec.config import AlertsConfig
+from tts_fleet.config.models import AlertsConfig
 from worker.metrics import (
     AUDIO_SECONDS,
     JOBS_COMPLETED,

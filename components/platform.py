@@ -26,7 +26,7 @@ from components.observability import Observability, ObservabilityArgs
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
 from components.storage import OutputBucket, OutputBucketArgs
-from tts_fleet.spec.config import StackConfig
+from tts_fleet.config.models import StackConfig
 
 
 class PlatformArgs(BaseModel):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from components.controller import function_arn
 from components.iam import deny_insecure_transport
-from tts_fleet.spec.config import QueueConfig
+from tts_fleet.config.models import QueueConfig
 
 SECONDS_PER_DAY = 86_400
 

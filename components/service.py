@@ -26,7 +26,7 @@ from components.service_policies import (
     task_policy,
     task_protection_arn,
 )
-from tts_fleet.spec.config import QueueConfig, WorkerConfig
+from tts_fleet.config.models import QueueConfig, WorkerConfig
 from worker.settings import DEFAULT_SPEECH_URL, worker_env
 
 LOG_RETENTION_DAYS = 30

@@ -1,6 +1,6 @@
 """The stack config as the running Pulumi program sees it: `pulumi.Config` -> StackConfig.
 
-The models and their rules are pure (`tts_fleet.spec.config`), so the CLI validates stack
+The models and their rules are pure (`tts_fleet.config.models`), so the CLI validates stack
 files without the Pulumi engine; only this loader needs the Pulumi runtime.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from tts_fleet.spec.config import NAMESPACE, StackConfig
+from tts_fleet.config.models import NAMESPACE, StackConfig
 
 
 def load_stack_config() -> StackConfig:

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
-from tts_fleet.spec.policy import AlarmModel, Scaling
+from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
+from tts_fleet.scaling.bands import AlarmModel, Scaling
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = Scaling(min_workers=0, max_workers=4, jobs_per_worker=2, idle_minutes=3)
@@ -127,14 +127,14 @@ def test_decisions_match_the_alarm_model_on_a_brute_force_series(
             observations.append((now, value))
 
 
-def test_nothing_outside_the_spec_drives_the_alarm_model() -> None:
-    """The simulator and the local scaler both drive spec.autoscaler: no other loop around
-    the policy, and no capacity computed elsewhere."""
+def test_nothing_outside_the_scaling_core_drives_the_alarm_model() -> None:
+    """The simulator and the local scaler both drive tts_fleet.scaling.alarms: no other loop
+    around the policy, and no capacity computed elsewhere."""
     pattern = re.compile(r"\b(AlarmModel|step_capacity|formula|desired)\(")
     offenders = [
         str(path.relative_to(ROOT))
         for path in (ROOT / "tts_fleet").rglob("*.py")
-        if "spec" not in path.relative_to(ROOT / "tts_fleet").parts
+        if "scaling" not in path.relative_to(ROOT / "tts_fleet").parts
         and pattern.search(path.read_text(encoding="utf-8"))
     ]
     # `tts-fleet scaling` prints the formula's range beside each band: a display, not a loop.
@@ -142,6 +142,6 @@ def test_nothing_outside_the_spec_drives_the_alarm_model() -> None:
     drivers = [
         str(path.relative_to(ROOT))
         for path in sorted((ROOT / "tts_fleet").rglob("*.py"))
-        if "Autoscaler(" in path.read_text(encoding="utf-8") and "spec" not in path.parts
+        if "Autoscaler(" in path.read_text(encoding="utf-8") and "scaling" not in path.parts
     ]
     assert drivers == ["tts_fleet/local/scaler.py", "tts_fleet/sim/scalers.py"]

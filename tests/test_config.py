@@ -12,7 +12,7 @@ import pytest
 
 from tests.lib.pulumi_harness import run_program
 from tests.lib.stack_support import ROOT
-from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file
+from tts_fleet.config.models import ConfigError, StackConfig, load_stack_file
 
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers, notifications"
 SCALING_KEYS = (

@@ -32,12 +32,12 @@ from tts_fleet.client import stack as client_stack
 from tts_fleet.client.aws import Target
 from tts_fleet.client.dlq import peek_dead_letters
 from tts_fleet.client.results import outcomes, result_objects
+from tts_fleet.config import outputs
+from tts_fleet.config.models import StackConfig
 from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
-from tts_fleet.spec import outputs
-from tts_fleet.spec.config import StackConfig
 from worker.heartbeat import Task
 from worker.jobs import Job
 from worker.loop import Worker

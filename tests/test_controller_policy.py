@@ -1,4 +1,4 @@
-"""tts_fleet/spec/controller.py: the controller policy the Lambda, the local fleet and the
+"""tts_fleet/scaling/controller.py: the controller policy the Lambda, the local fleet and the
 simulator all call (issue #13)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_fleet.spec.config import ScalingConfig
-from tts_fleet.spec.controller import (
+from tts_fleet.config.models import ScalingConfig
+from tts_fleet.scaling.controller import (
     ControllerParams,
     ControllerState,
     Observation,

@@ -1,7 +1,7 @@
 """The docs stay true: generated config blocks current, no dangling reference, a short README.
 
 (a) the config-keys table in docs/deploy.md and the Pulumi.yaml comment are what
-    `python -m tts_fleet.spec.config_docs --write` renders from the models;
+    `python scripts/config_docs.py --write` renders from the models;
 (b) every relative markdown link (and #anchor) in README.md and docs/*.md resolves, every
     `DESIGN §n` cited anywhere has a numbered heading in docs/design.md, and every `*.md`
     path that code or comments mention exists;
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from scripts import config_docs
 from tts_fleet import exit_codes
-from tts_fleet.spec import config_docs
-from tts_fleet.spec.config import SECTIONS, Range, ScalingConfig, Schedule, StackConfig
+from tts_fleet.config.models import SECTIONS, Range, ScalingConfig, Schedule, StackConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -198,9 +198,7 @@ def missing_readme_sections(files: list[Path], readme: Path) -> list[str]:
 
 
 def test_generated_config_blocks_are_current() -> None:
-    assert config_docs.stale(ROOT) == [], (
-        "run: .venv/bin/python -m tts_fleet.spec.config_docs --write"
-    )
+    assert config_docs.stale(ROOT) == [], "run: .venv/bin/python scripts/config_docs.py --write"
 
 
 def _models() -> list[type[BaseModel]]:

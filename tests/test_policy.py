@@ -1,4 +1,4 @@
-"""tts_fleet/spec/policy.py: exact bands, the formula, desired(), the alarm model (DESIGN §4)."""
+"""tts_fleet/scaling/bands.py: exact bands, the formula, desired(), the alarm model (DESIGN §4)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tts_fleet.spec.config import ScalingConfig
-from tts_fleet.spec.policy import (
+from tts_fleet.config.models import ScalingConfig
+from tts_fleet.scaling.bands import (
     MAX_STEP_ADJUSTMENTS,
     AlarmModel,
     Band,

@@ -11,8 +11,8 @@ from click.testing import CliRunner, Result
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cli.scaling import report
-from tts_fleet.spec.config import load_stack_file
-from tts_fleet.spec.policy import bands
+from tts_fleet.config.models import load_stack_file
+from tts_fleet.scaling.bands import bands
 
 ROOT = Path(__file__).resolve().parents[1]
 ROW = re.compile(r"^\s+(\d+)\s+\[(\d+), (\d+|inf)\)\s+(\d+)-?(\d*)\+?\s+(\d+)\s")

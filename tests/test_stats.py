@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tts_fleet.spec.stats import percentile
+from tts_fleet.stats import percentile
 
 TWENTY = [float(v) for v in range(1, 21)]
 

@@ -17,8 +17,8 @@ import yaml
 from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
 from components.stack_config import load_stack_config
 from tests.lib.pulumi_harness import RecordingMocks, run_program, stack_config
-from tts_fleet.spec.config import ConfigError, StackConfig
-from tts_fleet.spec.policy import bands
+from tts_fleet.config.models import ConfigError, StackConfig
+from tts_fleet.scaling.bands import bands
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "aws:appautoscaling/target:Target"

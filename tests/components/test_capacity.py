@@ -13,7 +13,7 @@ import pulumi
 from components.capacity import ON_DEMAND, SPOT, GpuCapacity, GpuCapacityArgs
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import policy
-from tts_fleet.spec.config import GpuConfig, Range
+from tts_fleet.config.models import GpuConfig, Range
 
 PROVIDER = "aws:ecs/capacityProvider:CapacityProvider"
 ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
@@ -210,8 +210,8 @@ def test_the_provider_name_is_given_out_only_through_the_active_waiter() -> None
 
 def test_capacity_and_preflight_share_one_requirements_source() -> None:
     from components import capacity
+    from tts_fleet.config import gpu
     from tts_fleet.deploy import preflight
-    from tts_fleet.spec import gpu
 
     assert capacity.instance_requirements is gpu.instance_requirements
     assert preflight.ec2_instance_requirements is gpu.ec2_instance_requirements

@@ -23,10 +23,10 @@ import pytest
 from components import controller as component
 from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks
 from tests.lib.stack_support import PREBUILT, run_platform
+from tts_fleet.config.models import StackConfig
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
+from tts_fleet.scaling.controller import ControllerParams
 from tts_fleet.sim.model import DEFAULT_PROFILE
-from tts_fleet.spec.config import StackConfig
-from tts_fleet.spec.controller import ControllerParams
 
 FUNCTION = "aws:lambda/function:Function"
 ROLE = "aws:iam/role:Role"
@@ -270,12 +270,15 @@ def archive_bytes(archive: pulumi.AssetArchive) -> bytes:
     return buffer.getvalue()
 
 
-def test_the_code_is_spec_and_controller_only() -> None:
+def test_the_code_is_scaling_and_controller_only() -> None:
     names = sorted(component.code_archive().assets)
     assert "tts_fleet/__init__.py" in names
     assert "tts_fleet/controller/handler.py" in names
-    assert "tts_fleet/spec/controller.py" in names
-    assert {name.split("/")[1] for name in names if name.count("/") == 2} == {"spec", "controller"}
+    assert "tts_fleet/scaling/controller.py" in names
+    assert {name.split("/")[1] for name in names if name.count("/") == 2} == {
+        "scaling",
+        "controller",
+    }
     assert not [name for name in names if "__pycache__" in name or not name.endswith(".py")]
 
 

@@ -23,7 +23,7 @@ from components.image_build import BuildFailed, WorkerImageBuildProvider, wait_f
 from components.image_source import ecr_repository_arn, image_tag, source_files
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, WORKER_DIR
-from tts_fleet.spec.config import DEFAULT_BASE_IMAGE
+from tts_fleet.config.models import DEFAULT_BASE_IMAGE
 
 ACCOUNT = "123456789012"
 DEFAULT_BUILD_ARGS = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": "main"}

@@ -13,8 +13,8 @@ import pytest
 
 from components.network import Network, NetworkArgs, subnet_cidrs
 from tests.lib.pulumi_harness import RecordingMocks, run_program
-from tts_fleet.spec.config import NetworkConfig
-from tts_fleet.spec.topology import INTERFACE_ENDPOINTS, nat_count
+from tts_fleet.config.models import NetworkConfig
+from tts_fleet.config.topology import INTERFACE_ENDPOINTS, nat_count
 
 VPC = "aws:ec2/vpc:Vpc"
 SUBNET = "aws:ec2/subnet:Subnet"
@@ -137,7 +137,7 @@ def test_existing_mode_creates_nothing_and_passes_the_ids_through() -> None:
     ids=lambda cfg: f"{cfg.mode}-{cfg.az_count}-{cfg.nat_gateways}",
 )
 def test_the_component_creates_what_the_topology_says(cfg: NetworkConfig) -> None:
-    """The cost model prices tts_fleet.spec.topology; this pins the component to it."""
+    """The cost model prices tts_fleet.config.topology; this pins the component to it."""
     mocks, _ = build(cfg)
     interface = [e for e in mocks.of_type(ENDPOINT) if e.inputs["vpcEndpointType"] == "Interface"]
     services = INTERFACE_ENDPOINTS if cfg.mode == "endpoints" else ()

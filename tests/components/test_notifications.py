@@ -19,7 +19,7 @@ from tests.lib.aws_events import s3_object_event
 from tests.lib.aws_requests import problems, record_platform, requests_for
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, policy, run_platform
-from tts_fleet.spec.config import ConfigError, StackConfig
+from tts_fleet.config.models import ConfigError, StackConfig
 
 COMPONENT = "tts-fleet:notifications:CompletionEvents"
 NOTIFICATION = "aws:s3/bucketNotification:BucketNotification"

@@ -21,7 +21,7 @@ from tests.lib.stack_support import (
     run_platform,
     stack_file_config,
 )
-from tts_fleet.spec.config import DEFAULT_BASE_IMAGE
+from tts_fleet.config.models import DEFAULT_BASE_IMAGE
 
 OUTPUT_BUCKET = {
     "tts-fleet:storage:OutputBucket": 1,

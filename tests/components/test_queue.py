@@ -10,7 +10,7 @@ import json
 from components.queue import JobQueue, JobQueueArgs
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import policy
-from tts_fleet.spec.config import QueueConfig
+from tts_fleet.config.models import QueueConfig
 
 QUEUE = "aws:sqs/queue:Queue"
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"

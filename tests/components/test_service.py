@@ -18,7 +18,7 @@ from components.service import WorkerService, WorkerServiceArgs, memory_reservat
 from components.service_policies import task_protection_arn
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, policy, run_platform
-from tts_fleet.spec.config import QueueConfig, WorkerConfig
+from tts_fleet.config.models import QueueConfig, WorkerConfig
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/fleet"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"

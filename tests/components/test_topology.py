@@ -1,4 +1,4 @@
-"""The stack's alarms, dashboard and KMS keys against tts_fleet.spec.topology, which the cost
+"""The stack's alarms, dashboard and KMS keys against tts_fleet.config.topology, which the cost
 model prices: an alarm or key added to a component without the topology fails here."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.lib.stack_support import run_platform
-from tts_fleet.spec import topology
-from tts_fleet.spec.config import StackConfig
+from tts_fleet.config import topology
+from tts_fleet.config.models import StackConfig
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 

@@ -16,7 +16,7 @@ from tts_fleet.controller import handler
 from tts_fleet.controller.handler import Clients, run
 from tts_fleet.controller.metrics import DESIRED, NAMESPACE, OUTSTANDING
 from tts_fleet.controller.settings import STATE_KEY, Settings
-from tts_fleet.spec.controller import SAMPLE_INTERVAL_S, ControllerParams, ControllerState
+from tts_fleet.scaling.controller import SAMPLE_INTERVAL_S, ControllerParams, ControllerState
 
 REGION = "us-east-1"
 PARAMS = ControllerParams(

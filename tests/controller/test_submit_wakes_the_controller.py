@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from tests.lib.client_stack import run
 from tts_fleet.cli import jobs
 from tts_fleet.client.submit import invoke_controller
-from tts_fleet.spec import outputs
+from tts_fleet.config import outputs
 
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:tts-fleet-dev-controller"
 

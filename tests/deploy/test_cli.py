@@ -18,8 +18,8 @@ from pulumi.automation.errors import CommandError
 
 from tests.lib.deploy_fakes import RecordingFactory
 from tts_fleet.cli.deploy import DeployHooks, register
+from tts_fleet.config.models import StackConfig
 from tts_fleet.deploy.driver import MISSING_CLI, DeployError, PreflightNote, PreflightRun
-from tts_fleet.spec.config import StackConfig
 
 
 @click.group()

@@ -2,7 +2,7 @@
 
 Needs the `pulumi` CLI on PATH; this project's CI machines cannot install it, so there the
 test is skipped with that reason (the only skip the deploy issue allows). The program makes
-no cloud resources: it reads the stack config through tts_fleet/spec/config.py and exports it,
+no cloud resources: it reads the stack config through tts_fleet/config/models.py and exports it,
 which proves the `--set` path semantics and value typing end to end.
 """
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("pulumi") is None, reason="pulumi C
 ENTRY = "from tts_fleet.cli.main import main; main()"
 PROGRAM = """import pulumi
 
-from tts_fleet.spec.config import StackConfig
+from tts_fleet.config.models import StackConfig
 from components.stack_config import load_stack_config
 
 config = load_stack_config()

@@ -22,10 +22,10 @@ from moto import mock_aws
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cli.preflight import PreflightHooks
+from tts_fleet.config.gpu import ec2_instance_requirements as instance_requirements
+from tts_fleet.config.gpu import instance_requirements as provider_requirements
+from tts_fleet.config.models import GpuConfig, StackConfig, load_stack_file
 from tts_fleet.deploy.preflight import ARCHITECTURES, VIRTUALIZATION, run_preflight
-from tts_fleet.spec.config import GpuConfig, StackConfig, load_stack_file
-from tts_fleet.spec.gpu import ec2_instance_requirements as instance_requirements
-from tts_fleet.spec.gpu import instance_requirements as provider_requirements
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tts_fleet.config.models import ConfigError
 from tts_fleet.deploy.settings import (
     Setting,
     SettingError,
@@ -16,7 +17,6 @@ from tts_fleet.deploy.settings import (
     stack_file_config,
     validate,
 )
-from tts_fleet.spec.config import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ from botocore.validate import ParamValidator
 
 from components.platform import Platform, PlatformArgs
 from tests.lib.pulumi_harness import ACCOUNT, REGION, Recorded, RecordingMocks, stack_config
-from tts_fleet.spec.config import StackConfig
+from tts_fleet.config.models import StackConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_DIR = ROOT / "worker"

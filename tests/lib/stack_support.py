@@ -16,7 +16,7 @@ import yaml
 
 from components.platform import Platform, PlatformArgs
 from tests.lib.pulumi_harness import Recorded, RecordingMocks, run_program, stack_config
-from tts_fleet.spec.config import StackConfig
+from tts_fleet.config.models import StackConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_DIR = ROOT / "worker"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tts_fleet.cli.local import exit_code
+from tts_fleet.config.models import ConfigError
 from tts_fleet.local.demo import VOICES, demo_jobs
 from tts_fleet.local.finish import unfinished_bodies, write_unfinished
 from tts_fleet.local.report import (
@@ -22,7 +23,6 @@ from tts_fleet.local.report import (
 from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
 from tts_fleet.local.scaler import Tick
 from tts_fleet.local.view import idle_countdown, shown_outstanding, sparkline, status_line
-from tts_fleet.spec.config import ConfigError
 from worker.jobs import Manifest
 
 REPO = Path(__file__).resolve().parents[2]

@@ -26,8 +26,8 @@ from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.scaler import ControllerScaler, Scaler, Tick
-from tts_fleet.spec.controller import SAMPLE_INTERVAL_S, ControllerParams
-from tts_fleet.spec.policy import Scaling
+from tts_fleet.scaling.bands import Scaling
+from tts_fleet.scaling.controller import SAMPLE_INTERVAL_S, ControllerParams
 
 pytestmark = pytest.mark.processes
 

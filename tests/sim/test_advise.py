@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cost.report import rates_for
+from tts_fleet.scaling.bands import Scaling
 from tts_fleet.sim.advise import (
     HOST_IDLE_SECONDS,
     IDLE_MINUTES,
@@ -22,14 +23,13 @@ from tts_fleet.sim.advise import (
 )
 from tts_fleet.sim.model import PROFILES, fleet_policy
 from tts_fleet.sim.traces import parse_trace
-from tts_fleet.spec.policy import Scaling
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @cache
 def sparse_advice() -> Advice:
-    from tts_fleet.spec.config import StackConfig
+    from tts_fleet.config.models import StackConfig
 
     base = fleet_policy(Scaling(), host_idle_seconds=300, concurrency=4)
     return advise(

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
+from tts_fleet.config import topology
+from tts_fleet.config.models import StackConfig, load_stack_file
+from tts_fleet.config.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
 from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
-from tts_fleet.spec import topology
-from tts_fleet.spec.config import StackConfig, load_stack_file
-from tts_fleet.spec.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
 
 ROOT = Path(__file__).resolve().parents[2]
 

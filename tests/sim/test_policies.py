@@ -10,13 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
+from tts_fleet.scaling.alarms import ACTIVITY_S, Autoscaler
+from tts_fleet.scaling.bands import Scaling
 from tts_fleet.sim.engine import Simulation, simulate
 from tts_fleet.sim.model import SEED_PROFILE, fleet_policy, peer_policy
 from tts_fleet.sim.report import CostRates
 from tts_fleet.sim.scalers import INVOKE_LATENCY_S, KedaScaler, View
 from tts_fleet.sim.traces import Trace, parse_trace
-from tts_fleet.spec.autoscaler import ACTIVITY_S, Autoscaler
-from tts_fleet.spec.policy import Scaling
 
 RATES = CostRates(gpu_hourly_usd=1.0, floor_monthly_usd=0.0)
 JOB_S = SEED_PROFILE.batching.base_s

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from tts_fleet.scaling.bands import Band, Scaling, bands
 from tts_fleet.sim.engine import Simulation, simulate
 from tts_fleet.sim.model import (
     PROFILES,
@@ -19,8 +20,7 @@ from tts_fleet.sim.model import (
 )
 from tts_fleet.sim.report import CostRates
 from tts_fleet.sim.traces import Trace, parse_trace
-from tts_fleet.spec.policy import Band, Scaling, bands
-from tts_fleet.spec.stats import percentile
+from tts_fleet.stats import percentile
 
 RATES = CostRates(gpu_hourly_usd=1.0, floor_monthly_usd=73.0)
 ALARM_S = 120.0  # minute 0's datapoint is published at 60 s + 60 s lag, evaluated then

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
-from tts_fleet.spec.config import load_stack_file
+from tts_fleet.config.models import load_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"

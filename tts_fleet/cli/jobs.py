@@ -49,8 +49,8 @@ from tts_fleet.client.submit import (
     preflight_queue,
     submit_jobs,
 )
+from tts_fleet.config.models import ConfigError, load_stack_file, stack_file
 from tts_fleet.exit_codes import ExitCode
-from tts_fleet.spec.config import ConfigError, load_stack_file, stack_file
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = ExitCode.OK, ExitCode.FAILED, ExitCode.TIMED_OUT

@@ -12,13 +12,13 @@ from rich.console import Console
 from tts_fleet.cli.errors import BadInput
 from tts_fleet.cli.options import project_dir_option, split_chars_option, stack_file_option
 from tts_fleet.client.books import JoinReport, join_parts
+from tts_fleet.config.models import ConfigError
 from tts_fleet.exit_codes import ExitCode
-from tts_fleet.spec.config import ConfigError
 
 if TYPE_CHECKING:
+    from tts_fleet.config.models import StackConfig
     from tts_fleet.local.report import Summary
     from tts_fleet.local.run import LocalOptions
-    from tts_fleet.spec.config import StackConfig
     from worker.jobs import Job
 
 INTERRUPTED_EXIT = ExitCode.INTERRUPTED

@@ -13,6 +13,7 @@ import click
 
 from tts_fleet.cli.errors import BadInput, Failed
 from tts_fleet.cli.options import json_flag, project_dir_option, stack_file_option
+from tts_fleet.config.models import ConfigError, load_stack_file, stack_file
 from tts_fleet.deploy.preflight import (
     PreflightError,
     PreflightUnavailable,
@@ -21,7 +22,6 @@ from tts_fleet.deploy.preflight import (
     stack_region,
 )
 from tts_fleet.exit_codes import ExitCode
-from tts_fleet.spec.config import ConfigError, load_stack_file, stack_file
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """`tts-fleet scaling`: the step-scaling bands a stack deploys, from its stack file.
 
-Everything is computed by tts_fleet/spec/policy.py, the same code the QueueAutoscaling component
+Everything is computed by tts_fleet/scaling/bands.py, the same code the QueueAutoscaling component
 turns into step adjustments, so what this prints is what Application Auto Scaling will apply.
 """
 
@@ -14,14 +14,14 @@ from typing import Any
 
 import click
 
-from tts_fleet.spec.config import (
+from tts_fleet.config.models import (
     ConfigError,
     ScalingConfig,
     StackConfig,
     load_stack_file,
     stack_file,
 )
-from tts_fleet.spec.policy import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
+from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
 
 # CLI flag → camelCase key of tts-fleet:scaling (the flags override the stack file).
 OVERRIDES = {

@@ -1,7 +1,7 @@
 """`tts-fleet simulate`, `advise` and `cost`: a policy on a trace, the idle windows, the bill.
 
 Scaling comes from Pulumi.<stack>.yaml (or the config defaults) with flags on top, validated by
-the same models as a deployment, and the simulator drives tts_fleet/spec/policy.py — the code the
+the same models as a deployment, and the simulator drives tts_fleet/scaling/bands.py — the code the
 Pulumi program turns into alarms — so the simulation and the deployment cannot disagree.
 """
 
@@ -18,8 +18,10 @@ from typing import Any, NoReturn
 import click
 
 from tts_fleet.cli import look
+from tts_fleet.config.models import ConfigError, StackConfig, load_stack_file, stack_file
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
 from tts_fleet.cost.text import cost_table
+from tts_fleet.scaling.bands import Scaling
 from tts_fleet.sim import text as sim_text
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import (
@@ -32,8 +34,6 @@ from tts_fleet.sim.model import (
     peer_policy,
 )
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
-from tts_fleet.spec.config import ConfigError, StackConfig, load_stack_file, stack_file
-from tts_fleet.spec.policy import Scaling
 
 # CLI flag → camelCase key of tts-fleet:scaling (flags override the stack file).
 SCALING_FLAGS = {

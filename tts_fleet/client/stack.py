@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_fleet.client.aws import Target
-from tts_fleet.spec import outputs
+from tts_fleet.config import outputs
 
 ENV_QUEUE_URL = "TTS_FLEET_QUEUE_URL"
 ENV_DLQ_URL = "TTS_FLEET_DLQ_URL"

@@ -3,7 +3,7 @@
 One invocation loads the policy state (an S3 object in the stack's outputs bucket), reads the
 scalable target's current min/max once (scheduled actions move them), then every 10 s reads
 the queue (`GetQueueAttributes`) and the service (`DescribeServices`), calls the one policy
-(`tts_fleet.spec.controller.decide`), sets the service's desired count if it differs, and
+(`tts_fleet.scaling.controller.decide`), sets the service's desired count if it differs, and
 logs the decision as an EMF line. It returns early once nothing is outstanding, running,
 starting or wanted, and stops sampling after SAMPLING_BUDGET_S, in time for the next minute.
 
@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 
 from tts_fleet.controller.metrics import DESIRED, OUTSTANDING, PENDING, RUNNING, emf_line
 from tts_fleet.controller.settings import SAMPLING_BUDGET_S, Settings
-from tts_fleet.spec.controller import (
+from tts_fleet.scaling.controller import (
     SAMPLE_INTERVAL_S,
     ControllerDecision,
     ControllerParams,

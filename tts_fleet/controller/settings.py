@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from tts_fleet.spec.controller import ControllerParams
+from tts_fleet.scaling.controller import ControllerParams
 
 # The Lambda handler, as the runtime names it (module path in the zip + function).
 HANDLER = "tts_fleet.controller.handler.handle"

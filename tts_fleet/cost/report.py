@@ -5,7 +5,7 @@ dashboard, logs, the image in ECR and the outputs in S3 bill all month. `floor_l
 that floor for each network mode so the choice is made on numbers; `running_cost` is what
 each GPU host adds per hour. Prices come from tts_fleet/cost/data/prices.json (source URLs and date
 inside), with per-region overrides falling back to us-east-1; what the stack creates (NAT
-gateways, endpoints, alarms, keys) comes from tts_fleet/spec/topology.py, the facts the Pulumi
+gateways, endpoints, alarms, keys) comes from tts_fleet/config/topology.py, the facts the Pulumi
 components build from.
 """
 
@@ -17,10 +17,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from tts_fleet.config import topology
+from tts_fleet.config.models import StackConfig
 from tts_fleet.sim.model import SEED_IMAGE_GB
 from tts_fleet.sim.report import CostRates
-from tts_fleet.spec import topology
-from tts_fleet.spec.config import StackConfig
 
 BASE_REGION = "us-east-1"
 MODES = ("nat", "endpoints", "existing")

@@ -2,7 +2,7 @@
 
 The program is local source: a LocalWorkspace whose work dir is the project directory
 (Pulumi.yaml, Pulumi.<stack>.yaml, __main__.py). Before any workspace exists, the stack file
-merged with the `--set` values is validated with tts_fleet/spec/config.py, and the guards run, so
+merged with the `--set` values is validated with tts_fleet/config/models.py, and the guards run, so
 bad input costs no Pulumi process. The stack comes from an injectable factory: tests pass a
 recording fake and assert it was never called.
 """

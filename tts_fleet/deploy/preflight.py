@@ -3,7 +3,7 @@
 `pulumi up` succeeds with no GPU quota at all (the service starts at 0 tasks); the first burst
 then sits in PROVISIONING. This asks EC2 and Service Quotas, before the deploy:
 - which instance types match `tts-fleet:gpu` in the region: the attributes the capacity
-  provider gets, from the one source both use (tts_fleet/spec/gpu.py), in EC2's API names;
+  provider gets, from the one source both use (tts_fleet/config/gpu.py), in EC2's API names;
 - in which of the stack's availability zones each is offered;
 - the account's vCPU quota for the family class and purchase option (Service Quotas);
 - the largest worker count that quota allows, warned when it is below `scaling.maxWorkers`;
@@ -22,9 +22,9 @@ from typing import Any
 import yaml
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tts_fleet.config.gpu import ec2_instance_requirements
+from tts_fleet.config.models import GpuConfig, NetworkConfig, StackConfig
 from tts_fleet.cost.report import CostError, load_prices, pick_instance
-from tts_fleet.spec.config import GpuConfig, NetworkConfig, StackConfig
-from tts_fleet.spec.gpu import ec2_instance_requirements
 
 # The worker image (vllm/vllm-openai) is built for amd64 only; Managed Instances would not
 # place it on an arm64 host, so arm64 GPU types are not capacity for this stack.

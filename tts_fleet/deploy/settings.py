@@ -1,7 +1,7 @@
 """`--set key=value` for `tts-fleet deploy`: parse, merge into the stack file, validate.
 
 Everything here runs before Pulumi is touched, so a bad value fails at once with the full
-key and the rule from tts_fleet/spec/config.py, e.g.
+key and the rule from tts_fleet/config/models.py, e.g.
 `tts-fleet:scaling.maxWorkers: must be >= 1 (got 0)`.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tts_fleet.spec.config import NAMESPACE, ConfigError, StackConfig, stack_file
+from tts_fleet.config.models import NAMESPACE, ConfigError, StackConfig, stack_file
 
 # A Pulumi config path: name segments joined by dots, list indexes in brackets
 # (`scaling.schedules[0].cron`), the same syntax `pulumi config set --path` takes.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tts_fleet.spec.config import StackConfig
+from tts_fleet.config.models import StackConfig
 
 REGION = "us-east-1"
 # moto accepts any credentials; these keep boto3 from looking for real ones.

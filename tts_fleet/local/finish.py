@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Protocol
 
+from tts_fleet.config.models import StackConfig
 from tts_fleet.local import emulator
 from tts_fleet.local.emulator import LocalAws
 from tts_fleet.local.events import EventLog
@@ -19,8 +20,7 @@ from tts_fleet.local.report import (
     write_timeline,
 )
 from tts_fleet.local.scaler import Tick
-from tts_fleet.spec.config import StackConfig
-from tts_fleet.spec.stats import percentile
+from tts_fleet.stats import percentile
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, Job, Manifest
 
 

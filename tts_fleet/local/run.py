@@ -1,6 +1,6 @@
 """`tts-fleet local`: the whole pipeline on one machine (DESIGN §1, §6).
 
-Real here: the worker processes, the `tts_fleet/spec/policy.py` decisions, SQS and S3 semantics
+Real here: the worker processes, the `tts_fleet/scaling/bands.py` decisions, SQS and S3 semantics
 (moto over HTTP), speech (espeak-ng), the worker's task-protection calls. Stood in for:
 the GPU model (the local speech server), what sets the desired count (the local scaler: the
 alarms, one tick per CloudWatch minute, or the controller's 10-s samples, as the stack's
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tts_fleet.config.models import StackConfig, load_stack_file, stack_file
 from tts_fleet.local import emulator as local_aws
 from tts_fleet.local import procs
 from tts_fleet.local.agent import EcsAgent
@@ -32,9 +33,8 @@ from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.report import Summary
 from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, ControllerScaler, Scaler, Tick
 from tts_fleet.local.view import LiveView
-from tts_fleet.spec.autoscaler import PERIOD_S
-from tts_fleet.spec.config import StackConfig, load_stack_file, stack_file
-from tts_fleet.spec.controller import ControllerParams
+from tts_fleet.scaling.alarms import PERIOD_S
+from tts_fleet.scaling.controller import ControllerParams
 from worker.jobs import OUTPUTS_PREFIX, Job
 from worker.settings import worker_env
 

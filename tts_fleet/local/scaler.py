@@ -2,13 +2,13 @@
 
 `scaling.controller: alarms` (Scaler): one step is one CloudWatch minute (a tick). Each reads
 the queue's counts (the alarm's metric math: outstanding = visible + in flight) and drives the
-same `tts_fleet.spec.autoscaler.Autoscaler` the simulator drives (datapoints, metric lag, the
+same `tts_fleet.scaling.alarms.Autoscaler` the simulator drives (datapoints, metric lag, the
 `AlarmModel` the Pulumi alarms deploy, the clamp), then sets the worker pool to its result,
 exactly as the step policy sets the service's desiredCount in AWS.
 
 `scaling.controller: lambda` (ControllerScaler): one step is one 10-s sample of the deployed
 controller's loop (tts_fleet/controller/handler.py): the queue's counts and the pool's
-running/pending tasks go to the same `tts_fleet.spec.controller.decide`, whose count the pool
+running/pending tasks go to the same `tts_fleet.scaling.controller.decide`, whose count the pool
 follows, as UpdateService sets it in AWS. Six samples make a tick.
 """
 
@@ -20,15 +20,15 @@ from dataclasses import asdict, dataclass, field
 from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
-from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
-from tts_fleet.spec.controller import (
+from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
+from tts_fleet.scaling.bands import ScalingParams
+from tts_fleet.scaling.controller import (
     SAMPLE_INTERVAL_S,
     ControllerParams,
     ControllerState,
     Observation,
     decide,
 )
-from tts_fleet.spec.policy import ScalingParams
 
 # What the local fleet passes: its minutes are short ticks and its queue is in-process, so a
 # read is seen at the tick that made it. AWS publishes SQS metrics about a minute late;

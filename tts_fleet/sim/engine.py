@@ -1,7 +1,7 @@
 """Discrete-event simulation of a scaling policy on a workload trace (DESIGN §4, §6).
 
 - arrivals join one FIFO queue; outstanding = visible + in flight;
-- CloudWatch, the alarms and Application Auto Scaling are `tts_fleet.spec.autoscaler`, the
+- CloudWatch, the alarms and Application Auto Scaling are `tts_fleet.scaling.alarms`, the
   same loop the local scaler drives: a minute's datapoint is its maximum outstanding (the
   alarms use Maximum), published `metric_lag_s` after the minute ends; each minute the real
   `AlarmModel` turns the published datapoints into the desired count, clamped to

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tts_fleet.spec.policy import Scaling
+from tts_fleet.scaling.bands import Scaling
 
 # A 14 GB image: vLLM + CUDA + the Qwen3-TTS weights baked in (AWS blog; tts-fleet's Dockerfile
 # bakes the weights too, so both profiles pull the same size).

@@ -9,7 +9,7 @@ from typing import Any
 
 from tts_fleet.sim.model import PolicySetup, Profile
 from tts_fleet.sim.traces import Trace
-from tts_fleet.spec.stats import percentile
+from tts_fleet.stats import percentile
 
 HOURS_PER_MONTH = 730.0  # AWS prices monthly figures at 730 hours
 

@@ -6,9 +6,9 @@ counts), every `period_s`, and returns a desired count. `protects_busy` says whe
 worker survives scale-in (ECS task scale-in protection, SageMaker's draining) or is stopped
 with its jobs, which go back to the queue after the visibility timeout (counted as killed).
 
-- `alarms`, `seed`: this project's CloudWatch alarms + step policy (tts_fleet/spec/autoscaler.py),
+- `alarms`, `seed`: this project's CloudWatch alarms + step policy (tts_fleet/scaling/alarms.py),
   with the policy's cooldown; the seed's alarms count visible messages only.
-- `controller`: tts_fleet/spec/controller.py sampled every 10 s, woken by `tts-fleet submit`.
+- `controller`: tts_fleet/scaling/controller.py sampled every 10 s, woken by `tts-fleet submit`.
 - `keda`, `sagemaker`, `aws-sample`: the peers, each modelled from its public docs or code
   (cited at each class), on the same physics.
 """
@@ -20,15 +20,15 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from tts_fleet.sim.model import PolicySetup, Profile
-from tts_fleet.spec.autoscaler import PERIOD_S, Autoscaler
-from tts_fleet.spec.controller import (
+from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
+from tts_fleet.scaling.controller import (
     SAMPLE_INTERVAL_S,
     ControllerParams,
     ControllerState,
     Observation,
     decide,
 )
+from tts_fleet.sim.model import PolicySetup, Profile
 
 # components/autoscaling.py POLICY_COOLDOWN_SECONDS: the step policies' cooldown.
 ALARMS_COOLDOWN_S = 60.0
@@ -106,7 +106,7 @@ class AlarmsScaler:
 
 
 class ControllerScaler:
-    """The controller mode: `spec.controller.decide` on a 10-s sample of the queue
+    """The controller mode: `tts_fleet.scaling.controller.decide` on a 10-s sample of the queue
     (GetQueueAttributes is read live: no CloudWatch lag) and the service's counts. Idle, it
     sleeps; `tts-fleet submit` invokes it asynchronously, so a job from idle is seen about a
     second after it is sent (the EventBridge schedule is the fallback for other producers)."""

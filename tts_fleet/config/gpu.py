@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tts_fleet.spec.config import GpuConfig
+from tts_fleet.config.models import GpuConfig
 
 MIB_PER_GIB = 1024  # GiB in the config, MiB in both APIs
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from tts_fleet.spec.policy import ScalingParams
+from tts_fleet.scaling.bands import ScalingParams
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
 SAMPLE_INTERVAL_S = 10.0
@@ -63,9 +63,9 @@ class ControllerParams:
         return max(self.min_workers, min(self.max_workers, count))
 
 
-# κ when the stack file sets none; tts_fleet/spec/config.py uses the same value.
+# κ when the stack file sets none; tts_fleet/config/models.py uses the same value.
 DEFAULT_COLD_START_WORK = 0.12
-# scaling.hostIdleSeconds when the stack file sets none (tts_fleet/spec/config.py: same value).
+# scaling.hostIdleSeconds when the stack file sets none (tts_fleet/config/models.py: same value).
 # Every host the controller releases lingers this long, so after a burst it bills
 # maxWorkers × this; 200 s still covers the gap just past a 5-minute window (docs/scaling.md).
 DEFAULT_HOST_IDLE_SECONDS = 200

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tts_fleet.spec.policy import AlarmModel, AlarmState, ScalingParams
+from tts_fleet.scaling.bands import AlarmModel, AlarmState, ScalingParams
 
 PERIOD_S = 60.0  # the alarms' metric period (components/autoscaling.py METRIC_PERIOD_SECONDS)
 # A scaling activity (UpdateService) completes a few seconds after the alarm fires; the

@@ -192,7 +192,7 @@ class ScalingConfig(_Section):
         "lambda",
         description=(
             "`lambda`: a controller function samples the queue every 10 s and sets the"
-            " desired count with the cold-start-aware policy (tts_fleet/spec/controller.py);"
+            " desired count with the cold-start-aware policy (tts_fleet/scaling/controller.py);"
             " `alarms`: CloudWatch alarms and a step scaling policy on 1-minute metrics."
         ),
     )

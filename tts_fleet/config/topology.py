@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tts_fleet.spec.config import NetworkConfig, StackConfig
+from tts_fleet.config.models import NetworkConfig, StackConfig
 
 # Interface endpoints for `endpoints` mode, and why each is needed without internet egress:
 #   ecr.api, ecr.dkr  — image manifest and auth (the layers themselves come via the S3 gateway)

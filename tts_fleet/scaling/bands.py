@@ -23,7 +23,7 @@ MAX_EVALUATION_PERIODS = 1440
 
 
 class ScalingParams(Protocol):
-    """What the math needs; `tts_fleet.spec.config.ScalingConfig` satisfies it."""
+    """What the math needs; `tts_fleet.config.models.ScalingConfig` satisfies it."""
 
     @property
     def min_workers(self) -> int: ...
