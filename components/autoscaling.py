@@ -2,9 +2,9 @@
 
 DESIGN §4. One alarm `outstanding >= 1` (1 × 60 s) drives a StepScaling/ExactCapacity policy
 whose steps are `tts_fleet.scaling.bands.bands()`; Application Auto Scaling re-applies it
-every minute while the alarm stays in ALARM, so the count follows the backlog up and down. A second alarm
-`outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers. Schedules change
-min/max by cron.
+every minute while the alarm stays in ALARM, so the count follows the backlog up and down.
+A second alarm `outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers.
+Schedules change min/max by cron.
 
 With `scaling.controller: lambda` (components/controller.py owns the count) only the target,
 its schedules and a safety net remain: one alarm that starts one worker if work waits with

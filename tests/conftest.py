@@ -54,6 +54,14 @@ def in_process_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """matplotlib runs `fc-list` once per machine to build its font cache, on first import.
+    Built here, before any test, so an unmarked test that plots on a fresh machine does not
+    count as one that starts a process."""
+    with contextlib.suppress(ImportError):
+        import matplotlib.font_manager  # noqa: F401
+
+
 SPAWNED = pytest.StashKey[list[str]]()
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from tests.lib.pulumi_harness import run_program
 from tests.lib.stack_support import ROOT
-from tts_fleet.config.models import ConfigError, StackConfig, load_stack_file
+from tts_fleet.config.models import ConfigError, StackConfig
+from tts_fleet.config.stack_file import StackFile
 
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers, notifications"
 SCALING_KEYS = (
@@ -136,7 +137,7 @@ def test_several_bad_keys_give_several_lines() -> None:
 def test_every_stack_file_in_the_repo_validates() -> None:
     files = sorted(ROOT.glob("Pulumi.*.yaml"))
     assert [f.name for f in files] == ["Pulumi.dev.yaml", "Pulumi.prod.yaml"]
-    dev, prod = (load_stack_file(f) for f in files)
+    dev, prod = (StackFile.load(f).config() for f in files)
     # The files' own values arrive (not just defaults).
     assert (dev.gpu.capacity_type, dev.outputs.expire_days) == ("spot", 7)
     assert (prod.scaling.max_workers, prod.network.nat_gateways) == (40, "one-per-az")
@@ -145,7 +146,7 @@ def test_every_stack_file_in_the_repo_validates() -> None:
 def test_an_empty_stack_file_is_a_working_dev_stack(tmp_path: Path) -> None:
     empty = tmp_path / "Pulumi.empty.yaml"
     empty.write_text("config: {}\n")
-    assert load_stack_file(empty) == StackConfig()
+    assert StackFile.load(empty).config() == StackConfig()
 
 
 @pytest.mark.parametrize(
@@ -167,7 +168,7 @@ def test_a_bad_stack_file_gives_one_readable_line(tmp_path: Path, section: str, 
     path = tmp_path / "Pulumi.typo.yaml"
     path.write_text("config:\n  aws:region: us-east-1\n" + section)
     with pytest.raises(ConfigError) as caught:
-        load_stack_file(path)
+        StackFile.load(path).config()
     assert caught.value.problems == [line]
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cli.scaling import report
-from tts_fleet.config.models import load_stack_file
+from tts_fleet.config.stack_file import StackFile
 from tts_fleet.scaling.bands import bands
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def test_dev_stack_prints_the_issue_bands() -> None:
 def test_prod_stack_rows_are_the_policy_bands_and_quote_the_worst_case() -> None:
     result = invoke("--stack", "prod")
     assert result.exit_code == 0, result.output
-    plan = bands(load_stack_file(ROOT / "Pulumi.prod.yaml").scaling)
+    plan = bands(StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling)
     assert table(result.output) == [(b.lower, b.upper, b.capacity) for b in plan.bands]
     assert len(plan.bands) == 20
     assert f"worst-case over-provisioning: {plan.worst_overprovision:.3f}x (at " in result.output
@@ -68,7 +68,7 @@ def test_json_document_for_prod() -> None:
     result = invoke("--stack", "prod", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    cfg = load_stack_file(ROOT / "Pulumi.prod.yaml").scaling
+    cfg = StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling
     plan = bands(cfg)
     assert data["stack"] == "prod"
     assert data["scaling"]["maxWorkers"] == 40
@@ -140,7 +140,7 @@ def test_bad_values_name_the_key_one_line_each() -> None:
 
 
 def test_the_band_report_is_typed_and_prints_as_the_json_document() -> None:
-    cfg = load_stack_file(ROOT / "Pulumi.prod.yaml").scaling
+    cfg = StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling
     data = report("prod", cfg)
     plan = bands(cfg)
     assert [(r.lower_bound, r.upper_bound, r.workers) for r in data.bands] == [

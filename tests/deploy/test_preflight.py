@@ -24,7 +24,8 @@ from tts_fleet.cli.main import cli
 from tts_fleet.cli.preflight import PreflightHooks
 from tts_fleet.config.gpu import ec2_instance_requirements as instance_requirements
 from tts_fleet.config.gpu import instance_requirements as provider_requirements
-from tts_fleet.config.models import GpuConfig, StackConfig, load_stack_file
+from tts_fleet.config.models import GpuConfig, StackConfig
+from tts_fleet.config.stack_file import StackFile
 from tts_fleet.deploy.preflight import ARCHITECTURES, VIRTUALIZATION, run_preflight
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,11 +115,11 @@ def quotas_stub(values: dict[str, float | str]) -> tuple[Any, Stubber]:
 
 
 def prod() -> StackConfig:
-    return load_stack_file(ROOT / "Pulumi.prod.yaml")
+    return StackFile.load(ROOT / "Pulumi.prod.yaml").config()
 
 
 def dev() -> StackConfig:
-    return load_stack_file(ROOT / "Pulumi.dev.yaml")
+    return StackFile.load(ROOT / "Pulumi.dev.yaml").config()
 
 
 def test_the_requirements_are_the_capacity_providers_in_ec2_names() -> None:

@@ -14,7 +14,6 @@ from tts_fleet.deploy.settings import (
     apply_setting,
     parse_setting,
     parse_value,
-    stack_file_config,
     validate,
 )
 
@@ -112,5 +111,4 @@ def test_validate_lists_every_problem(project: Path) -> None:
 
 
 def test_a_missing_stack_file_is_all_defaults(tmp_path: Path) -> None:
-    assert stack_file_config(tmp_path / "Pulumi.nope.yaml") == {}
     assert validate(tmp_path, "nope", []).scaling.max_workers == 4

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 
 from components.platform import Platform, PlatformArgs
 from tests.lib.pulumi_harness import Recorded, RecordingMocks, run_program, stack_config
 from tts_fleet.config.models import StackConfig
+from tts_fleet.config.stack_file import StackFile
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER_DIR = ROOT / "worker"
@@ -25,7 +25,7 @@ PREBUILT = "123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-worker:v1"
 
 def stack_file_config(stack: str) -> dict[str, Any]:
     """The engine's config map for `Pulumi.<stack>.yaml` (all namespaces)."""
-    return yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return dict(StackFile.of_stack(stack, ROOT).entries)
 
 
 def run_platform(raw: dict[str, Any] | None = None, stack: str = "dev") -> RecordingMocks:

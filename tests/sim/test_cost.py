@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.config import topology
-from tts_fleet.config.models import StackConfig, load_stack_file
+from tts_fleet.config.models import StackConfig
+from tts_fleet.config.stack_file import StackFile
 from tts_fleet.config.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
 from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
 
@@ -23,7 +24,7 @@ def floor(report: dict, mode: str) -> dict[str, float]:
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_scale_to_zero_is_not_a_zero_bill(stack: str) -> None:
-    report = cost_report(load_stack_file(ROOT / f"Pulumi.{stack}.yaml")).to_json()
+    report = cost_report(StackFile.load(ROOT / f"Pulumi.{stack}.yaml").config()).to_json()
     totals = {m: v["floor_monthly_usd"] for m, v in report["modes"].items()}
     nat = floor(report, "nat")
     # nat: the NAT gateway is the largest line and more than half of the floor.

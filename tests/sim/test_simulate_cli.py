@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
-from tts_fleet.config.models import load_stack_file
+from tts_fleet.config.stack_file import StackFile
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -49,7 +49,7 @@ def test_stack_file_supplies_scaling_and_concurrency() -> None:
     )
     assert code == 0, output
     settings = json.loads(output)["settings"]
-    prod = load_stack_file(ROOT / "Pulumi.prod.yaml")
+    prod = StackFile.load(ROOT / "Pulumi.prod.yaml").config()
     assert settings["max_workers"] == prod.scaling.max_workers
     assert settings["idle_minutes"] == prod.scaling.idle_minutes
     assert settings["host_idle_seconds"] == prod.scaling.host_idle_seconds

@@ -49,7 +49,8 @@ from tts_fleet.client.submit import (
     preflight_queue,
     submit_jobs,
 )
-from tts_fleet.config.models import ConfigError, load_stack_file, stack_file
+from tts_fleet.config.models import ConfigError
+from tts_fleet.config.stack_file import StackFile, stack_file_path
 from tts_fleet.exit_codes import ExitCode
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
@@ -140,11 +141,11 @@ def not_a_terminal(source: str | None) -> None:
 def stack_text_limit(stack: str | None, project_dir: Path) -> int:
     """worker.maxTextChars of the stack's file, so submit rejects what its workers would
     dead-letter; the worker's default without a stack file (a target given by URL)."""
-    path = stack_file(stack, project_dir) if stack else None
+    path = stack_file_path(stack, project_dir) if stack else None
     if path is None or not path.exists():
         return DEFAULT_MAX_TEXT_CHARS
     try:
-        return load_stack_file(path).worker.max_text_chars
+        return StackFile.load(path).config().worker.max_text_chars
     except ConfigError as error:
         raise BadInput(str(error)) from None
 

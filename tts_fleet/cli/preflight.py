@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -13,13 +12,13 @@ import click
 
 from tts_fleet.cli.errors import BadInput, Failed
 from tts_fleet.cli.options import json_flag, project_dir_option, stack_file_option
-from tts_fleet.config.models import ConfigError, load_stack_file, stack_file
+from tts_fleet.config.models import ConfigError
+from tts_fleet.config.stack_file import StackFile, stack_file_path
 from tts_fleet.deploy.preflight import (
     PreflightError,
     PreflightUnavailable,
     check_stack,
     render,
-    stack_region,
 )
 from tts_fleet.exit_codes import ExitCode
 
@@ -52,16 +51,17 @@ def preflight(
     usable type, a quota not readable); 2: no credentials, no region or a bad stack file."""
     if not stack:
         raise BadInput("preflight needs --stack (e.g. --stack prod)")
-    path = stack_file(stack, project_dir)
+    path = stack_file_path(stack, project_dir)
     if not path.exists():
         raise BadInput(f"no stack file {path}")
     try:
-        cfg = load_stack_file(path)
+        stack_file = StackFile.load(path)
+        cfg = stack_file.config()
     except ConfigError as error:
         raise BadInput(str(error)) from error
     hooks = ctx.obj if isinstance(ctx.obj, PreflightHooks) else PreflightHooks()
     try:
-        result = check_stack(cfg, stack, hooks.session, region or stack_region(Path(path)))
+        result = check_stack(cfg, stack, hooks.session, region or stack_file.region)
     except PreflightUnavailable as error:
         raise BadInput(str(error)) from error
     except PreflightError as error:

@@ -14,13 +14,8 @@ from typing import Any
 
 import click
 
-from tts_fleet.config.models import (
-    ConfigError,
-    ScalingConfig,
-    StackConfig,
-    load_stack_file,
-    stack_file,
-)
+from tts_fleet.config.models import ConfigError, ScalingConfig, StackConfig
+from tts_fleet.config.stack_file import stack_config
 from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
 
 # CLI flag → camelCase key of tts-fleet:scaling (the flags override the stack file).
@@ -176,16 +171,9 @@ def host_line(seconds: int) -> str:
 
 
 def resolve(stack: str | None, project_dir: Path, flags: dict[str, int | None]) -> StackConfig:
-    """The stack file's scaling section (or the defaults), with the flags on top."""
-    raw: dict[str, Any] = {}
-    if stack is not None:
-        path = stack_file(stack, project_dir)
-        if not path.is_file():
-            raise ConfigError([f"{path}: no such stack file (stacks are Pulumi.<stack>.yaml)"])
-        base = load_stack_file(path)
-        raw = base.scaling.model_dump(by_alias=True, exclude_unset=True, mode="json")
-    raw.update({OVERRIDES[k]: v for k, v in flags.items() if v is not None})
-    return StackConfig.from_raw({"scaling": raw})
+    """The stack file's config (or the defaults), with the flags on top."""
+    scaling = {OVERRIDES[k]: v for k, v in flags.items()}
+    return stack_config(stack, project_dir, {"scaling": scaling})
 
 
 @click.command()

@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 import click
 
 from tts_fleet.cli import look
-from tts_fleet.config.models import ConfigError, StackConfig, load_stack_file, stack_file
+from tts_fleet.config.models import ConfigError, StackConfig
+from tts_fleet.config.stack_file import stack_config, stack_region
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
 from tts_fleet.cost.text import cost_table
 from tts_fleet.scaling.bands import Scaling
@@ -60,28 +61,9 @@ def _fail(problems: list[str]) -> NoReturn:
 
 def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> StackConfig:
     """The stack file (or defaults) with the scaling and concurrency flags on top."""
-    raw: dict[str, Any] = {}
-    if stack is not None:
-        path = stack_file(stack, project_dir)
-        if not path.is_file():
-            raise ConfigError([f"{path}: no such stack file (stacks are Pulumi.<stack>.yaml)"])
-        raw = load_stack_file(path).model_dump(by_alias=True, exclude_unset=True, mode="json")
-    scaling = {
-        SCALING_FLAGS[k]: v for k, v in flags.items() if k in SCALING_FLAGS and v is not None
-    }
-    raw["scaling"] = {**raw.get("scaling", {}), **scaling}
-    if flags.get("concurrency") is not None:
-        raw["worker"] = {**raw.get("worker", {}), "concurrency": flags["concurrency"]}
-    return StackConfig.from_raw(raw)
-
-
-def stack_region(stack: str | None, project_dir: Path) -> str:
-    if stack is None:
-        return BASE_REGION
-    import yaml
-
-    document = yaml.safe_load(stack_file(stack, project_dir).read_text()) or {}
-    return str((document.get("config") or {}).get("aws:region", BASE_REGION))
+    scaling = {SCALING_FLAGS[k]: v for k, v in flags.items() if k in SCALING_FLAGS}
+    worker = {"concurrency": flags.get("concurrency")}
+    return stack_config(stack, project_dir, {"scaling": scaling, "worker": worker})
 
 
 def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> PolicySetup:
@@ -206,7 +188,7 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     try:
         cfg = load_config(o["stack"], o["project_dir"], o)
         profile = with_batching(PROFILES[o["profile_name"]], o["job_seconds"], o["batch_alpha"])
-        rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]))
+        rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]) or BASE_REGION)
         trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"])
     except ConfigError as error:
         _fail(error.problems)
@@ -291,7 +273,7 @@ def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_js
     """The idle floor per month for each network mode, and the cost per GPU hour."""
     try:
         cfg = load_config(stack, project_dir, {})
-        region = stack_region(stack, project_dir)
+        region = stack_region(stack, project_dir) or BASE_REGION
         report = cost_report(cfg, region, outputs_per_day, stack=stack or "defaults")
     except ConfigError as error:
         _fail(error.problems)

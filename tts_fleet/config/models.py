@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -517,44 +516,6 @@ class StackConfig(BaseModel):
         if problems:
             raise ConfigError(problems)
         return cls(**sections)
-
-
-def load_stack_file(path: str | Path) -> StackConfig:
-    """Validates the `tts-fleet:*` keys of a `Pulumi.<stack>.yaml` without the Pulumi engine."""
-    entries = _stack_entries(Path(path))
-    raw: dict[str, Any] = {}
-    for full_key, value in entries.items():
-        namespace, _, name = str(full_key).partition(":")
-        if namespace == NAMESPACE:
-            raw[name] = value
-    return StackConfig.from_raw(raw)
-
-
-def _stack_entries(path: Path) -> dict[Any, Any]:
-    """The `config:` mapping of a stack file; ConfigError (file:line:column) when the file is
-    not YAML or not shaped like a Pulumi stack file. A missing file stays FileNotFoundError."""
-    import yaml
-
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as error:
-        raise ConfigError([f"{path}: not UTF-8 text (byte {error.start})"]) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(error, "problem", None) or "cannot be parsed"
-        raise ConfigError([f"{where}: not valid YAML: {problem}"]) from None
-    if not isinstance(document, dict):
-        kind = type(document).__name__
-        raise ConfigError([f"{path}: a stack file is a mapping with a `config:` key, not a {kind}"])
-    entries = document.get("config") or {}
-    if not isinstance(entries, dict):
-        raise ConfigError([f"{path}: `config:` must be a mapping of keys to values"])
-    return entries
-
-
-def stack_file(stack: str, project_dir: str | Path = ".") -> Path:
-    return Path(project_dir) / f"Pulumi.{stack}.yaml"
 
 
 def _format_errors(section: str, model: type[_Section], error: ValidationError) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from tts_fleet.config.stack_file import stack_region
 from tts_fleet.deploy.settings import ConfigError, Setting, SettingError, validate
 from tts_fleet.exit_codes import ExitCode
 
@@ -170,13 +171,10 @@ def run(
 
 def _region(request: Request) -> str | None:
     """The stack's region: a `--set aws:region=…`, else the stack file's `aws:region`."""
-    from tts_fleet.deploy.preflight import stack_region
-
     for setting in request.settings:
         if setting.key == "aws:region":
             return setting.text
-    path = request.project_dir / f"Pulumi.{request.stack.rsplit('/', 1)[-1]}.yaml"
-    return stack_region(path) if path.is_file() else None
+    return stack_region(request.stack.rsplit("/", 1)[-1], request.project_dir)
 
 
 def _with_preflight(report: Report, note: PreflightNote | None) -> Report:

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.config.gpu import ec2_instance_requirements
@@ -336,13 +334,6 @@ def check_stack(
     except (BotoCoreError, ClientError) as error:
         # No credentials found only when a call is made, or no endpoint: one line.
         raise PreflightUnavailable(f"AWS: {error}") from error
-
-
-def stack_region(path: Path) -> str | None:
-    """`aws:region` of a stack file, if set."""
-    document = yaml.safe_load(path.read_text()) or {}
-    region = (document.get("config") or {}).get("aws:region")
-    return str(region) if region else None
 
 
 def render(result: Preflight) -> str:

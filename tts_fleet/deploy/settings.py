@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tts_fleet.config.models import NAMESPACE, ConfigError, StackConfig, stack_file
+from tts_fleet.config.models import NAMESPACE, ConfigError, StackConfig
+from tts_fleet.config.stack_file import StackFile, stack_file_path
 
 # A Pulumi config path: name segments joined by dots, list indexes in brackets
 # (`scaling.schedules[0].cron`), the same syntax `pulumi config set --path` takes.
@@ -85,20 +84,6 @@ def parse_settings(args: Iterable[str]) -> tuple[Setting, ...]:
     return tuple(parse_setting(arg) for arg in args)
 
 
-def stack_file_config(path: Path) -> dict[str, Any]:
-    """The `tts-fleet:*` entries of a stack file as `{section: value}`; {} when absent."""
-    if not path.exists():
-        return {}
-    document = yaml.safe_load(path.read_text()) or {}
-    entries = document.get("config") or {}
-    prefix = f"{NAMESPACE}:"
-    return {
-        str(key)[len(prefix) :]: value
-        for key, value in entries.items()
-        if str(key).startswith(prefix)
-    }
-
-
 def apply_setting(raw: dict[str, Any], setting: Setting) -> None:
     """Sets `setting` into `raw` with Pulumi's path semantics (creating objects on the way)."""
     path = setting.path
@@ -123,7 +108,8 @@ def apply_setting(raw: dict[str, Any], setting: Setting) -> None:
 
 def validate(project_dir: Path, stack: str, settings: Iterable[Setting]) -> StackConfig:
     """The stack file merged with the settings, validated; raises ConfigError or SettingError."""
-    raw = stack_file_config(stack_file(stack, project_dir))
+    path = stack_file_path(stack, project_dir)
+    raw = StackFile.load(path).raw if path.exists() else {}
     for setting in settings:
         if setting.namespace == NAMESPACE:
             apply_setting(raw, setting)
@@ -138,6 +124,5 @@ __all__ = [
     "parse_setting",
     "parse_settings",
     "parse_value",
-    "stack_file_config",
     "validate",
 ]

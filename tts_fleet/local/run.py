@@ -23,7 +23,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tts_fleet.config.models import StackConfig, load_stack_file, stack_file
+from tts_fleet.config.models import StackConfig
+from tts_fleet.config.stack_file import StackFile, with_overrides
 from tts_fleet.local import emulator as local_aws
 from tts_fleet.local import procs
 from tts_fleet.local.agent import EcsAgent
@@ -86,27 +87,28 @@ class LocalOptions:
     split_chars: int | None = None
 
 
+CAPPED = ("minWorkers", "maxWorkers")  # a schedule's bounds, capped by --max-workers
+
+
 def resolve_config(options: LocalOptions) -> StackConfig:
     """The stack file's config (or the defaults) with the command's scaling overrides."""
-    if options.stack:
-        base = load_stack_file(stack_file(options.stack, options.project_dir))
-    else:
-        base = StackConfig()
-    raw = base.model_dump(by_alias=True, mode="json")
-    overrides = {
+    raw = StackFile.of_stack(options.stack, options.project_dir).raw if options.stack else {}
+    scaling = {
         "maxWorkers": options.max_workers,
         "jobsPerWorker": options.jobs_per_worker,
         "idleMinutes": options.idle_ticks,
         "controller": options.controller,
     }
-    raw["scaling"].update({key: value for key, value in overrides.items() if value is not None})
-    if options.max_workers is not None:
+    raw = with_overrides(raw, {"scaling": scaling})
+    if options.max_workers is not None and isinstance(raw.get("scaling"), dict):
         # A stack's schedules are sized for its GPUs; here --max-workers caps them too, or
         # prod's `maxWorkers: 40` schedule would refuse a laptop's `--max-workers 6`.
         cap = options.max_workers
         raw["scaling"]["schedules"] = [
-            {**s, "minWorkers": min(s["minWorkers"], cap), "maxWorkers": min(s["maxWorkers"], cap)}
-            for s in raw["scaling"].get("schedules", [])
+            {**s, **{k: min(v, cap) for k, v in s.items() if k in CAPPED and isinstance(v, int)}}
+            if isinstance(s, dict)
+            else s
+            for s in raw["scaling"].get("schedules") or []
         ]
     return StackConfig.from_raw(raw)  # ConfigError names each bad key
 
