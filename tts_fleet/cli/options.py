@@ -84,3 +84,27 @@ def use_aws_settings(region: str | None, profile: str | None) -> None:
         os.environ["AWS_REGION"] = region
     if profile:
         os.environ["AWS_PROFILE"] = profile
+
+
+# Flag parameter → camelCase key of tts-fleet:scaling: the flags override the stack file.
+SCALING_OVERRIDES = {
+    "min_workers": "minWorkers",
+    "max_workers": "maxWorkers",
+    "jobs_per_worker": "jobsPerWorker",
+    "idle_minutes": "idleMinutes",
+    "host_idle_seconds": "hostIdleSeconds",
+}
+
+
+def scaling_override_flags(func: F) -> F:
+    """--min-workers / --max-workers / --jobs-per-worker / --idle-minutes /
+    --host-idle-seconds, each overriding its key of tts-fleet:scaling."""
+    for param, key in reversed(SCALING_OVERRIDES.items()):
+        flag = "--" + param.replace("_", "-")
+        func = click.option(flag, param, type=int, help=f"Override scaling.{key}.")(func)
+    return func
+
+
+def scaling_overrides(params: dict[str, Any]) -> dict[str, Any]:
+    """`{scaling key: value}` from a command's parameters (None where a flag is not given)."""
+    return {key: params.get(param) for param, key in SCALING_OVERRIDES.items()}

@@ -14,18 +14,10 @@ from typing import Any
 
 import click
 
+from tts_fleet.cli.options import scaling_override_flags, scaling_overrides
 from tts_fleet.config.models import ConfigError, ScalingConfig, StackConfig
 from tts_fleet.config.stack_file import stack_config
 from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
-
-# CLI flag → camelCase key of tts-fleet:scaling (the flags override the stack file).
-OVERRIDES = {
-    "min_workers": "minWorkers",
-    "max_workers": "maxWorkers",
-    "jobs_per_worker": "jobsPerWorker",
-    "idle_minutes": "idleMinutes",
-    "host_idle_seconds": "hostIdleSeconds",
-}
 
 
 def register(group: click.Group) -> None:
@@ -172,8 +164,7 @@ def host_line(seconds: int) -> str:
 
 def resolve(stack: str | None, project_dir: Path, flags: dict[str, int | None]) -> StackConfig:
     """The stack file's config (or the defaults), with the flags on top."""
-    scaling = {OVERRIDES[k]: v for k, v in flags.items()}
-    return stack_config(stack, project_dir, {"scaling": scaling})
+    return stack_config(stack, project_dir, {"scaling": scaling_overrides(flags)})
 
 
 @click.command()
@@ -185,11 +176,7 @@ def resolve(stack: str | None, project_dir: Path, flags: dict[str, int | None]) 
     show_default=True,
     help="Where the stack files are.",
 )
-@click.option("--min-workers", type=int, help="Override scaling.minWorkers.")
-@click.option("--max-workers", type=int, help="Override scaling.maxWorkers.")
-@click.option("--jobs-per-worker", type=int, help="Override scaling.jobsPerWorker.")
-@click.option("--idle-minutes", type=int, help="Override scaling.idleMinutes.")
-@click.option("--host-idle-seconds", type=int, help="Override scaling.hostIdleSeconds.")
+@scaling_override_flags
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def scaling(stack: str | None, project_dir: Path, as_json: bool, **flags: int | None) -> None:
     """Show the step-scaling bands (outstanding jobs -> workers) a stack deploys.

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from tts_fleet.cli import look
+from tts_fleet.cli.options import scaling_override_flags, scaling_overrides
 from tts_fleet.config.models import ConfigError, StackConfig
 from tts_fleet.config.stack_file import stack_config, stack_region
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
@@ -36,14 +37,6 @@ from tts_fleet.sim.model import (
 )
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 
-# CLI flag → camelCase key of tts-fleet:scaling (flags override the stack file).
-SCALING_FLAGS = {
-    "min_workers": "minWorkers",
-    "max_workers": "maxWorkers",
-    "jobs_per_worker": "jobsPerWorker",
-    "idle_minutes": "idleMinutes",
-    "host_idle_seconds": "hostIdleSeconds",
-}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
 
 
@@ -61,9 +54,8 @@ def _fail(problems: list[str]) -> NoReturn:
 
 def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> StackConfig:
     """The stack file (or defaults) with the scaling and concurrency flags on top."""
-    scaling = {SCALING_FLAGS[k]: v for k, v in flags.items() if k in SCALING_FLAGS}
     worker = {"concurrency": flags.get("concurrency")}
-    return stack_config(stack, project_dir, {"scaling": scaling, "worker": worker})
+    return stack_config(stack, project_dir, {"scaling": scaling_overrides(flags), "worker": worker})
 
 
 def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> PolicySetup:
@@ -159,11 +151,7 @@ def _common(func: Any) -> Any:
                      "--trace cloudwatch, the queue from its outputs)."),
         click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
                      default=Path("."), help="Where the stack files are."),
-        click.option("--min-workers", type=int, help="Override scaling.minWorkers."),
-        click.option("--max-workers", type=int, help="Override scaling.maxWorkers."),
-        click.option("--jobs-per-worker", type=int, help="Override scaling.jobsPerWorker."),
-        click.option("--idle-minutes", type=int, help="Override scaling.idleMinutes."),
-        click.option("--host-idle-seconds", type=int, help="Override scaling.hostIdleSeconds."),
+        scaling_override_flags,
         click.option("--concurrency", type=int, help="Worker slots (default: the stack's "
                      "worker.concurrency with --stack, else the profile's)."),
         click.option("--job-seconds", type=float,
