@@ -84,6 +84,28 @@ def blocks(root: Path, path: Path) -> list[Block]:
     return found
 
 
+def unmarked(root: Path) -> list[str]:
+    """Fenced blocks that open with a rerunnable command's prompt line (`$ tts-fleet cost`)
+    but have no marker, so no check would see them go stale."""
+    found: list[str] = []
+    for path in doc_paths(root):
+        lines = path.read_text().split("\n")
+        opening = False  # the next fence line opens a block
+        for index, line in enumerate(lines):
+            if not FENCE.match(line):
+                continue
+            opening = not opening
+            quoted = opening and index + 1 < len(lines) and _quotes_a_rerun(lines[index + 1])
+            if quoted and (index == 0 or not MARKER.match(lines[index - 1])):
+                found.append(f"{path.relative_to(root).as_posix()}:{index + 2}")
+    return found
+
+
+def _quotes_a_rerun(line: str) -> bool:
+    words = line.removeprefix(PROMPT).split() if line.startswith(PROMPT) else []
+    return len(words) > 1 and words[0] == "tts-fleet" and words[1] in RERUNNABLE
+
+
 def all_blocks(root: Path) -> list[Block]:
     return [block for path in doc_paths(root) for block in blocks(root, path)]
 
@@ -146,7 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     outdated = stale(root)
     for block in outdated:
         print(f"{block.where}: stale; run python scripts/doc_outputs.py --write")
-    return 1 if outdated else 0
+    missing = unmarked(root)
+    for where in missing:
+        print(f"{where}: a quoted command output without an <!-- output: ... --> marker")
+    return 1 if outdated or missing else 0
 
 
 if __name__ == "__main__":

@@ -437,9 +437,21 @@ def test_quoted_command_outputs_are_current() -> None:
 
 
 def test_the_docs_quote_the_policy_tools_outputs() -> None:
-    # Guards against markers that silently match nothing.
+    # Guards against markers that silently match nothing, and quoted outputs without one.
     quoted = {block.command.split()[1] for block in doc_outputs.all_blocks(ROOT)}
     assert {"scaling", "advise", "cost"} <= quoted
+    assert doc_outputs.unmarked(ROOT) == []
+
+
+def test_a_quoted_output_without_a_marker_is_found(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(
+        "# Page\n\n```\n$ tts-fleet cost --stack dev\nstack dev\n```\n\n"
+        "```\n$ tts-fleet submit jobs.jsonl\n```\n\n"
+        "<!-- output: tts-fleet scaling -->\n```\n$ tts-fleet scaling\n```\n"
+    )
+    assert doc_outputs.unmarked(tmp_path) == ["docs/page.md:4"]
+    assert doc_outputs.main(["--check", "--root", str(tmp_path)]) == 1
 
 
 @pytest.fixture
