@@ -22,7 +22,7 @@ from worker.speech import (
     PermanentSpeechError,
     SpeechClient,
     TransientSpeechError,
-    split_text,
+    speech_pieces,
     text_cost,
 )
 
@@ -39,16 +39,16 @@ from worker.speech import (
         ("一二三四五六", 8, ["一二", "三四", "五六"]),
     ],
 )
-def test_split_text(text: str, limit: int, pieces: list[str]) -> None:
-    assert split_text(text, limit) == pieces
-    assert all(text_cost(piece) <= limit for piece in split_text(text, limit))
+def test_speech_pieces(text: str, limit: int, pieces: list[str]) -> None:
+    assert speech_pieces(text, limit) == pieces
+    assert all(text_cost(piece) <= limit for piece in speech_pieces(text, limit))
 
 
 def test_cjk_pieces_are_a_quarter_of_latin_ones() -> None:
     english = " ".join(f"Sentence {i} is here." for i in range(400))
     chinese = "这是一个很长的中文句子。" * 400
-    assert max(map(len, split_text(english, 1_000))) > 900
-    assert max(map(len, split_text(chinese, 1_000))) <= 250
+    assert max(map(len, speech_pieces(english, 1_000))) > 900
+    assert max(map(len, speech_pieces(chinese, 1_000))) <= 250
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +61,8 @@ def tone() -> Iterator[SpeechServer]:
 def test_pieces_are_joined_and_encoded_once(tone: SpeechServer, fmt: str) -> None:
     job = Job(text=" ".join(f"Sentence number {i} is here." for i in range(12)), format=fmt)
     speech = SpeechClient(tone.url, chunk_chars=60).synthesize(job)
-    assert speech.pieces == len(split_text(job.text, 60)) > 4
-    expected = sum(spoken_seconds(piece) for piece in split_text(job.text, 60))
+    assert speech.pieces == len(speech_pieces(job.text, 60)) > 4
+    expected = sum(spoken_seconds(piece) for piece in speech_pieces(job.text, 60))
     assert speech.sample_rate == 24_000
     assert speech.duration_s == pytest.approx(expected, abs=0.01)
     if fmt == "pcm":
