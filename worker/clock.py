@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from typing import Protocol
 
 
-@dataclass(frozen=True)
-class Clock:
+class Clock(Protocol):
     """Monotonic seconds, a pause, and a wait on an event that a timeout ends."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def wait(self, event: threading.Event, timeout: float) -> bool:
+        """True when `event` is set within `timeout` seconds (at once if it already is)."""
+        ...
+
+
+class SystemClock:
+    """The real one."""
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -19,8 +30,7 @@ class Clock:
         time.sleep(seconds)
 
     def wait(self, event: threading.Event, timeout: float) -> bool:
-        """True when `event` is set within `timeout` seconds (at once if it already is)."""
         return event.wait(max(0.0, timeout))
 
 
-SYSTEM_CLOCK = Clock()
+SYSTEM_CLOCK: Clock = SystemClock()
