@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
+# A text's cost: the sum of its characters', each at least 1 (`len`, or speech's `text_cost`).
 Cost = Callable[[str], int]
 PARAGRAPH_END = re.compile(r"\n\s*\n")
 # After . ! ? ; : … and any closing quote or bracket, with the spaces that follow (a full stop
@@ -36,11 +37,15 @@ def split_text(text: str, limit: int, cost: Cost = len) -> list[str]:
     paragraph end within the budget, else the last sentence end, else the last word break,
     none earlier than a third of it; else the budget's end."""
     pieces: list[str] = []
-    rest = text
-    while cost(rest) > limit:
-        cut = _cut_point(rest, limit, cost)
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
+    start = 0
+    while True:
+        spent = _running_cost(text[start : start + limit + 1], limit, cost)
+        if start + len(spent) >= len(text):
+            break
+        cut = start + _cut_point(text[start : start + len(spent)], spent, limit)
+        pieces.append(text[start:cut])
+        start = cut
+    rest = text[start:]
     if rest.strip() or not pieces:
         pieces.append(rest)
     else:
@@ -48,43 +53,44 @@ def split_text(text: str, limit: int, cost: Cost = len) -> list[str]:
     return pieces
 
 
-def _cut_point(text: str, limit: int, cost: Cost) -> int:
-    fits = _longest_prefix(text, limit, cost)
-    window = text[:fits]
+def _cut_point(window: str, spent: list[int], limit: int) -> int:
+    """Where to cut a window that fits the budget (`spent`: its prefixes' costs)."""
     floor = limit // MIN_PIECE_SHARE
     for pattern in BREAKS:
         good = [
-            match.end()
-            for match in pattern.finditer(window)
-            if 0 < match.end() <= fits and cost(text[: match.end()]) >= floor
+            m.end() for m in pattern.finditer(window) if m.end() and spent[m.end() - 1] >= floor
         ]
         if good:
             return good[-1]
-    return fits
+    return len(window)
 
 
-def _longest_prefix(text: str, limit: int, cost: Cost) -> int:
-    """How many characters of `text` fit in `limit` (at least one)."""
-    spent = 0
-    for index, char in enumerate(text):
-        spent += cost(char)
-        if spent > limit:
-            return max(1, index)
-    return len(text)
+def _running_cost(text: str, limit: int, cost: Cost) -> list[int]:
+    """The cost of each prefix of `text` (by its last character) as far as `limit` reaches,
+    and at least the first character's."""
+    spent: list[int] = []
+    total = 0
+    for char in text:
+        total += cost(char)
+        if total > limit and spent:
+            break
+        spent.append(total)
+    return spent
 
 
 def halve(text: str, cost: Cost = len) -> list[str]:
     """Two pieces of about equal cost whose concatenation is `text` (one if it cannot be cut):
     cut at the paragraph or sentence end nearest the middle if one lies in its middle half,
     else at the word break nearest the middle likewise, else at the middle character."""
-    total = cost(text)
+    spent = _running_cost(text, cost(text), cost)
+    total = spent[-1] if spent else 0
     for patterns in ((PARAGRAPH_END, SENTENCE_END), (WORD_BREAK,)):
         cuts = [m.end() for p in patterns for m in p.finditer(text) if 0 < m.end() < len(text)]
-        near = [c for c in cuts if total / 4 <= cost(text[:c]) <= 3 * total / 4]
+        near = [c for c in cuts if total / 4 <= spent[c - 1] <= 3 * total / 4]
         if near:
-            cut = min(near, key=lambda c: abs(total / 2 - cost(text[:c])))
+            cut = min(near, key=lambda c: abs(total / 2 - spent[c - 1]))
             return [text[:cut], text[cut:]]
-    cut = _longest_prefix(text, max(1, total // 2), cost)
+    cut = len(_running_cost(text, max(1, total // 2), cost))
     return [text[:cut], text[cut:]] if cut < len(text) else [text]
 
 
