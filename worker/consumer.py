@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 from worker.aws_errors import AWS_ERRORS
@@ -45,7 +45,7 @@ class Control(Protocol):
     @property
     def max_receive_count(self) -> int | None: ...
 
-    def synthesis_slot(self) -> Any: ...
+    def synthesis_slot(self) -> AbstractContextManager[bool]: ...
 
     def release(self, held: HeldMessage, reason: str, delay: int | None = None) -> None: ...
 
