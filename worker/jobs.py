@@ -40,6 +40,8 @@ CUSTOM_VOICE_SPEAKERS = (
 # Under the stack's output prefix: audio and manifests, and failure records (DESIGN §3.3).
 OUTPUTS_PREFIX = "outputs/"
 FAILURES_PREFIX = "failures/"
+# A manifest and a failure record are <folder><id> and this.
+RECORD_SUFFIX = ".json"
 AUDIO_HASH_CHARS = 16
 # S3 user metadata on every manifest: the request's digest (Job.digest()), so a producer can
 # tell with a HEAD whether a manifest is that of the request it is about to send.
@@ -193,11 +195,23 @@ def audio_key(job_id: str, fmt: str, prefix: str = "", version: str | None = Non
 
 
 def manifest_key(job_id: str, prefix: str = "") -> str:
-    return f"{prefix}{OUTPUTS_PREFIX}{job_id}.json"
+    return f"{prefix}{OUTPUTS_PREFIX}{job_id}{RECORD_SUFFIX}"
 
 
 def failure_key(job_id: str, prefix: str = "") -> str:
-    return f"{prefix}{FAILURES_PREFIX}{job_id}.json"
+    return f"{prefix}{FAILURES_PREFIX}{job_id}{RECORD_SUFFIX}"
+
+
+def job_id_of(key: str, prefix: str = "") -> str | None:
+    """The job id of a manifest's or a failure record's key (the inverse of `manifest_key`
+    and `failure_key` under `prefix`); None for any other key: audio, another prefix, a
+    name that is no job id."""
+    for folder in (OUTPUTS_PREFIX, FAILURES_PREFIX):
+        start = f"{prefix}{folder}"
+        if key.startswith(start) and key.endswith(RECORD_SUFFIX):
+            job_id = key[len(start) : -len(RECORD_SUFFIX)]
+            return job_id if _ID.match(job_id) else None
+    return None
 
 
 class _Record(BaseModel):

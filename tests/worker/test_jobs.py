@@ -19,6 +19,7 @@ from worker.jobs import (
     audio_key,
     derive_id,
     failure_key,
+    job_id_of,
     manifest_key,
     parse_job,
     validate_job,
@@ -118,6 +119,29 @@ def test_output_keys() -> None:
     assert manifest_key("a1") == "outputs/a1.json"
     assert failure_key("a1") == "failures/a1.json"
     assert audio_key("a1", "mp3", "team/") == "team/outputs/a1.mp3"
+
+
+@pytest.mark.parametrize("job_id", ["a1", "v1.2_final-take", "0" * 32])
+@pytest.mark.parametrize("prefix", ["", "team/"])
+def test_a_records_key_gives_back_its_job_id(job_id: str, prefix: str) -> None:
+    assert job_id_of(manifest_key(job_id, prefix), prefix) == job_id
+    assert job_id_of(failure_key(job_id, prefix), prefix) == job_id
+
+
+@pytest.mark.parametrize(
+    ("key", "prefix"),
+    [
+        ("outputs/a1.wav", ""),  # audio, not a record
+        ("outputs/a1.0123456789abcdef.wav", ""),
+        ("team/outputs/a1.json", ""),  # another prefix's
+        ("outputs/a1.json", "team/"),
+        ("outputs/sub/a1.json", ""),  # no job id has a slash
+        ("outputs/.json", ""),
+        ("elsewhere/a1.json", ""),
+    ],
+)
+def test_any_other_key_has_no_job_id(key: str, prefix: str) -> None:
+    assert job_id_of(key, prefix) is None
 
 
 @pytest.mark.processes

@@ -17,43 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worker import text as text_rules
+
 MIN_SPLIT_CHARS = 100  # shorter pieces would cut mid-sentence almost every time
 PART_SEPARATOR = ".p"
 _PART_ID = re.compile(r"^(?P<base>.+)\.p(?P<index>\d{3,})$")
-# Sentence ends in Latin and CJK scripts; the split point is after the mark and its spaces.
-_SENTENCE_END = re.compile(r"(?<=[.!?;:。！？；…])[\"'”’)\]]*\s+|(?<=[。！？；])")
-_PARAGRAPH = re.compile(r"\n\s*\n")
 MAX_ID_CHARS = 128
 
 
 def split_text(text: str, limit: int) -> list[str]:
-    """Pieces of at most `limit` characters whose concatenation is `text` (whitespace between
-    pieces kept with the earlier one). Cuts at a paragraph end, else a sentence end, else a
-    space, else hard."""
+    """Parts of at most `limit` characters whose concatenation is `text`, cut where
+    worker/text.py cuts (a paragraph end, else a sentence end, else a word break, else hard)."""
     if limit < MIN_SPLIT_CHARS:
         raise ValueError(f"split size must be at least {MIN_SPLIT_CHARS} characters")
-    pieces: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        cut = _cut_point(rest, limit)
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    if rest.strip() or not pieces:
-        pieces.append(rest)
-    elif pieces:
-        pieces[-1] += rest  # trailing whitespace only: keep it, make no blank part
-    return pieces
-
-
-def _cut_point(text: str, limit: int) -> int:
-    window = text[:limit]
-    for pattern in (_PARAGRAPH, _SENTENCE_END):
-        ends = [match.end() for match in pattern.finditer(window) if match.end() <= limit]
-        good = [end for end in ends if end >= limit // 3]  # not a sliver of a part
-        if good:
-            return good[-1]
-    space = window.rfind(" ")
-    return space + 1 if space >= limit // 3 else limit
+    return text_rules.split_text(text, limit)
 
 
 def part_ids(base_id: str, count: int) -> list[str]:
@@ -178,7 +155,7 @@ def _join_wav(parts: Iterable[Path], target: Path) -> int:
 
 def _join_with_soundfile(parts: list[Path], target: Path, fmt: str) -> int:
     try:
-        import soundfile  # type: ignore[import-not-found]
+        import soundfile  # type: ignore[import-untyped]
     except ImportError:
         raise ValueError(
             f"joining {fmt} needs the soundfile package (pip install soundfile)"
