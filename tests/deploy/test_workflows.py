@@ -523,3 +523,10 @@ def test_the_audit_runs_pip_audit_over_the_installed_set_and_the_worker_requirem
 def test_the_audit_needs_the_internet_so_it_is_not_in_the_local_ci() -> None:
     assert "audit" not in (ROOT / ".ci" / "run").read_text()
     assert "pip-audit" not in (ROOT / "Makefile").read_text()
+
+
+def test_dependabot_keeps_the_pinned_actions_current() -> None:
+    config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    assert config["version"] == 2
+    (update,) = [u for u in config["updates"] if u["package-ecosystem"] == "github-actions"]
+    assert update["directory"] == "/" and update["schedule"]["interval"] == "weekly"
