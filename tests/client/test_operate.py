@@ -12,17 +12,15 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.lib.client_stack import Stack, depth, queued_bodies, run, run_json
+from tests.lib.client_stack import Stack, depth, finish, queued_bodies, run, run_json
 from tts_fleet.client.dlq import redrive
 from tts_fleet.exit_codes import ExitCode
 from worker.jobs import (
     DLQ_ERROR_ATTRIBUTE,
     FailureRecord,
     Job,
-    Manifest,
     audio_key,
     failure_key,
-    manifest_key,
 )
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
@@ -33,24 +31,6 @@ DLQ_LIST_KEYS = {"dlq_url", "count", "messages"}
 DEAD_LETTER_KEYS = {"message_id", "job_id", "error", "receive_count", "sent_at", "body"}
 REDRIVE_KEYS = {"dlq_url", "queue_url", "method", "moved", "skipped", "arrived_later", "failed",
                 "duplicated", "fallback_reason", "task_handle"}  # fmt: skip
-
-
-def finish(
-    stack: Stack, job_id: str, audio: bytes = b"RIFF-audio", text: str = "t", key: str = ""
-) -> None:
-    """What a worker leaves for a done job {"id": job_id, "text": text}: audio first (at
-    `key` if given, as for a re-made job), then the manifest naming it."""
-    s3 = boto3.client("s3")
-    job = Job(id=job_id, text=text)
-    key = key or audio_key(job_id, "wav")
-    s3.put_object(Bucket=stack.bucket, Key=key, Body=audio)
-    manifest = Manifest(
-        id=job_id, request=job.request(), audio_key=key,
-        duration_s=1.0, sample_rate=24_000, model="m", voice="Vivian", synth_s=0.5,
-        queue_wait_s=0.1, attempts=1, pieces=1, worker="w", finished_at="2026-01-01T00:00:00Z",
-        request_hash=job.request_hash("m"),
-    )  # fmt: skip
-    s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=manifest.to_json())
 
 
 def fail(

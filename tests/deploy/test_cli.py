@@ -17,7 +17,7 @@ from pulumi.automation import ConfigValue, OutputValue
 from pulumi.automation.errors import CommandError
 
 from tests.lib.deploy_fakes import RecordingFactory
-from tts_fleet.cli.deploy import DeployHooks, register
+from tts_fleet.cli.deploy import DeployHooks, deploy
 from tts_fleet.config.models import StackConfig
 from tts_fleet.deploy.driver import MISSING_CLI, DeployError, PreflightNote, PreflightRun
 
@@ -28,7 +28,7 @@ def cli() -> None:
     (test_missing_cli.py runs the full `tts-fleet` entry point)."""
 
 
-register(cli)
+cli.add_command(deploy)
 
 
 def invoke(

@@ -101,7 +101,7 @@ class SubmitReceipt:
                 failed=dict(data.get("failed") or {}),
                 calls=int(data.get("calls", 0)),
                 ids=ids,
-                digests={job_id: _text_or_none(known.get(job_id)) for job_id in ids},
+                digests={job_id: _text_or_none(digest) for job_id, digest in known.items()},
                 replaces=data.get("replaces"),
                 already_done=data.get("already_done"),
                 elapsed_s=float(data.get("elapsed_s", 0.0)),
