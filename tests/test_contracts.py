@@ -243,7 +243,7 @@ def test_the_local_fleet_reads_the_workers_manifests(
         "", target.queue_url, target.dlq_url, target.bucket, written["sqs"], written["s3"]
     )
     # What finish.collect downloads at the end of a run; it reads only the run's `aws`.
-    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)  # type: ignore[arg-type]
+    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)
     assert (manifest.id, manifest.duration_s, failed_ids) == ("done-1", 1.5, {"bad-1"})
     assert manifest.audio_key in written["keys"]
 

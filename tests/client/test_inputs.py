@@ -108,7 +108,7 @@ def test_awkward_file_names_become_valid_unique_stable_ids(tmp_path: Path) -> No
         (texts / name).write_text(f"Text number {number}.", encoding="utf-8")
     (texts / "notes.md").write_text("not a job")
     first = load_jobs(texts)
-    ids = {job.text.split()[-1].rstrip("."): job.id for job in first.valid}  # number -> id
+    ids = {job.text.split()[-1].rstrip("."): job.job_id for job in first.valid}  # number -> id
     assert first.invalid == []
     assert len(ids) == len(AWKWARD) == len(set(ids.values()))
     assert all(re.match(ID_PATTERN, job_id) for job_id in ids.values())
@@ -161,6 +161,7 @@ def test_a_receipt_reads_back_as_it_was_written(tmp_path: Path) -> None:
     read = SubmitReceipt.from_json(json.loads(json.dumps(written.to_json())))
     assert read == written
     assert read.submitted() == {job_id: loaded.digests[job_id] for job_id in loaded.ids[:2]}
-    for not_a_receipt in ([], {"ids": "x1"}, {"ids": ["x1"], "invalid": [{"line": 1}]}):
+    not_receipts: list[object] = [[], {"ids": "x1"}, {"ids": ["x1"], "invalid": [{"line": 1}]}]
+    for not_a_receipt in not_receipts:
         with pytest.raises(ValueError):
             SubmitReceipt.from_json(not_a_receipt)

@@ -100,7 +100,8 @@ def test_wait_exits_0_when_all_done_1_when_some_failed_4_on_timeout(
         finish(stack, job_id)
     fail(stack, "w2")
     code, timed_out = run_json("wait", str(source), "--timeout", "0.5", "--interval", "0.1")
-    assert code == ExitCode.TIMED_OUT == 4 and set(timed_out) == WAIT_KEYS
+    assert code == ExitCode.TIMED_OUT and int(ExitCode.TIMED_OUT) == 4
+    assert set(timed_out) == WAIT_KEYS
     assert timed_out["pending"] == ["w3"] and timed_out["timed_out"] is True
     fail(stack, "w3")
     finish(stack, "w3")  # a redriven job that then succeeded: its manifest wins
@@ -233,7 +234,7 @@ class InstantPoison:
         return getattr(self.real, name)
 
     def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        answer = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        answer: dict[str, Any] = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
         if QueueUrl != self.dlq_url:
             again = [{**entry, "MessageAttributes": {"error": {"DataType": "String",
                       "StringValue": "rejected again"}}} for entry in Entries]  # fmt: skip

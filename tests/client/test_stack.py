@@ -118,7 +118,7 @@ def test_a_missing_pulumi_cli_exits_with_the_missing_tool_code(
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     result = run("status", "--stack", "dev")
-    assert result.exit_code == ExitCode.MISSING_TOOL == 3
+    assert result.exit_code == ExitCode.MISSING_TOOL and int(ExitCode.MISSING_TOOL) == 3
     assert result.stderr.startswith("Error: --stack dev needs the pulumi CLI")
     assert len(result.stderr.strip().splitlines()) == 1
 

@@ -20,7 +20,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -139,7 +139,7 @@ def wait_for_completions(
     ids: Sequence[str],
     *,
     timeout: float,
-    digests: Digests | None = None,
+    digests: Mapping[str, str | None] | None = None,
     on_settled: Callable[[int], None] = lambda _: None,
     sweep_s: float = SWEEP_S,
     clock: Callable[[], float] = time.monotonic,
