@@ -79,6 +79,13 @@ def max_text_chars_option(func: F) -> F:
     )(func)
 
 
+def threads_option(what: str) -> Callable[[F], F]:
+    """--threads N: how many threads send or download at once (8 by default)."""
+    return click.option(
+        "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help=what
+    )
+
+
 def split_chars_option(func: F) -> F:
     """--split-chars N: a longer text becomes parts `<id>.p001`… (`results --join` rejoins)."""
     from tts_fleet.client.books import MIN_SPLIT_CHARS

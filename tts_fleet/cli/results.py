@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tts_fleet.cli import look
-from tts_fleet.cli.options import json_flag, split_chars_option
+from tts_fleet.cli.options import json_flag, split_chars_option, threads_option
 from tts_fleet.cli.sources import require_source
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
@@ -31,9 +31,7 @@ from tts_fleet.exit_codes import ExitCode
 )
 @click.option("--id", "job_ids", multiple=True, help="A job id (repeatable).")
 @click.option("--prefix", "id_prefix", default="", help="Only ids starting with this.")
-@click.option(
-    "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Download threads."
-)
+@threads_option("Download threads.")
 @click.option(
     "--join",
     is_flag=True,

@@ -11,7 +11,7 @@ import time
 import click
 
 from tts_fleet.cli import look
-from tts_fleet.cli.options import json_flag, split_chars_option
+from tts_fleet.cli.options import json_flag, split_chars_option, threads_option
 from tts_fleet.cli.sources import not_a_terminal, require_source
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
@@ -29,9 +29,7 @@ from tts_fleet.exit_codes import ExitCode
 @click.command()
 @click.argument("source", default="-")
 @click.option("--skip-invalid", is_flag=True, help="Send the valid jobs even if some are not.")
-@click.option(
-    "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help="Sender threads."
-)
+@threads_option("Sender threads.")
 @click.option("--voice", help="Voice for jobs that do not set one.")
 @click.option("--language", help="Language for jobs that do not set one.")
 @click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
