@@ -53,3 +53,4 @@ if platform.controller_function_arn is not None:  # scaling.controller: lambda
     exports[outputs.CONTROLLER_FUNCTION_ARN] = platform.controller_function_arn
 for name, value in exports.items():
     pulumi.export(name, value)
+pulumi.export(outputs.MAX_TEXT_CHARS, config.worker.max_text_chars)

@@ -243,7 +243,7 @@ def test_the_local_fleet_reads_the_workers_manifests(
         "", target.queue_url, target.dlq_url, target.bucket, written["sqs"], written["s3"]
     )
     # What finish.collect downloads at the end of a run; it reads only the run's `aws`.
-    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)  # type: ignore[arg-type]
+    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)
     assert (manifest.id, manifest.duration_s, failed_ids) == ("done-1", 1.5, {"bad-1"})
     assert manifest.audio_key in written["keys"]
 
@@ -326,9 +326,14 @@ def test_no_component_restates_a_worker_metric_name() -> None:
 # ---- the stack outputs ----------------------------------------------------------------
 
 
+# Not the default, so a reader falling back to it cannot pass for one that read the output.
+EXPORTED_TEXT_LIMIT = 4321
+
+
 @pytest.fixture(scope="module")
 def exports() -> dict[str, Any]:
-    return run_main(stack_file_config("dev"), "dev")[1]
+    worker = {"tts-fleet:worker": {"maxTextChars": EXPORTED_TEXT_LIMIT}}
+    return run_main({**stack_file_config("dev"), **worker}, "dev")[1]
 
 
 def test_main_exports_every_declared_output(exports: dict[str, Any]) -> None:
@@ -343,12 +348,22 @@ def test_the_client_reads_the_outputs_main_exports(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(client_stack, "stack_outputs", lambda stack: exports)
     target = client_stack.resolve_target("dev", None, None, None)
-    resolved = (target.queue_url, target.dlq_url, target.bucket, target.cluster, target.service)
+    resolved = (
+        target.queue_url,
+        target.dlq_url,
+        target.bucket,
+        target.cluster,
+        target.service,
+        target.controller_arn,
+        target.max_text_chars,
+    )
     assert resolved == (
         exports[outputs.QUEUE_URL],
         exports[outputs.DLQ_URL],
         exports[outputs.BUCKET_NAME],
         exports[outputs.CLUSTER_NAME],
         exports[outputs.SERVICE_NAME],
+        exports[outputs.CONTROLLER_FUNCTION_ARN],
+        EXPORTED_TEXT_LIMIT,
     )
     assert None not in resolved

@@ -44,7 +44,7 @@ def s3_event(key: str, bucket: str = "tts-outputs") -> str:
 
 @pytest.fixture
 def events_queue(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = boto3.client("sqs").create_queue(QueueName="tts-events")["QueueUrl"]
+    url: str = boto3.client("sqs").create_queue(QueueName="tts-events")["QueueUrl"]
     monkeypatch.setenv("TTS_FLEET_EVENTS_QUEUE_URL", url)
     return url
 

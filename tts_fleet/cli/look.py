@@ -1,11 +1,14 @@
-"""One look for every command: the progress bar (with rate and ETA) and the table style."""
+"""One look for every command: the progress bar (with rate and ETA), the table style, the
+--json object and how many ids a line lists."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import click
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -20,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 TABLE_BOX = box.HEAVY_HEAD  # rich's default: the local summary (tts_fleet/local/view.py) has it too
+IDS_SHOWN = 20  # a line that lists ids (pending, missing, parts) lists at most this many
 
 
 class _RateColumn(TransferSpeedColumn):
@@ -56,3 +60,8 @@ def progress_bar(total: int, label: str, enabled: bool = True) -> Iterator[Calla
 def table(title: str, *, show_header: bool = True) -> Table:
     """Every table the command prints has this frame."""
     return Table(title=title, show_header=show_header, box=TABLE_BOX, title_justify="left")
+
+
+def emit_json(data: dict[str, Any]) -> None:
+    """The --json output: one object on stdout, keys sorted (docs/cli.md#--json-output)."""
+    click.echo(json.dumps(data, ensure_ascii=False, sort_keys=True))

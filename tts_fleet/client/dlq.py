@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import ClientError
 
 from tts_fleet.client.aws import Target
+from tts_fleet.client.results import bucket_of
 from tts_fleet.client.status import queue_counts
 from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key
 
@@ -54,7 +55,7 @@ class RedriveReport:
 
 
 def _receive(sqs: Any, queue_url: str, hold_s: int) -> list[dict[str, Any]]:
-    return sqs.receive_message(
+    messages: list[dict[str, Any]] = sqs.receive_message(
         QueueUrl=queue_url,
         MaxNumberOfMessages=RECEIVE_MAX_MESSAGES,
         VisibilityTimeout=hold_s,
@@ -62,6 +63,7 @@ def _receive(sqs: Any, queue_url: str, hold_s: int) -> list[dict[str, Any]]:
         MessageAttributeNames=["All"],
         AttributeNames=["All"],
     ).get("Messages", [])
+    return messages
 
 
 def _sent_ms(message: dict[str, Any]) -> int:
@@ -69,7 +71,8 @@ def _sent_ms(message: dict[str, Any]) -> int:
 
 
 def _error_of(message: dict[str, Any]) -> str | None:
-    return message.get("MessageAttributes", {}).get(ERROR_ATTRIBUTE, {}).get("StringValue")
+    error = message.get("MessageAttributes", {}).get(ERROR_ATTRIBUTE, {}).get("StringValue")
+    return error if isinstance(error, str) else None
 
 
 def _dead_letter(message: dict[str, Any]) -> DeadLetter:
@@ -117,7 +120,7 @@ def peek_dead_letters(sqs: Any, dlq_url: str, limit: int = 100) -> list[DeadLett
 
 def queue_arn(sqs: Any, queue_url: str) -> str:
     attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-    return attributes["Attributes"]["QueueArn"]
+    return str(attributes["Attributes"]["QueueArn"])
 
 
 def redrive(
@@ -261,4 +264,4 @@ def clear_failure_records(s3: Any, target: Target, job_ids: Sequence[str]) -> No
     keys = [{"Key": failure_key(job_id, target.prefix)} for job_id in job_ids]
     for start in range(0, len(keys), DELETE_OBJECTS_MAX_KEYS):
         chunk = keys[start : start + DELETE_OBJECTS_MAX_KEYS]
-        s3.delete_objects(Bucket=target.bucket, Delete={"Objects": chunk, "Quiet": True})
+        s3.delete_objects(Bucket=bucket_of(target), Delete={"Objects": chunk, "Quiet": True})

@@ -20,14 +20,18 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from tts_fleet.client.aws import Target
-from tts_fleet.client.results import outcomes, read_failure, read_manifest
+from tts_fleet.client.results import (
+    Digests,
+    OutcomeCache,
+    outcomes,
+    read_failure,
+    read_manifest,
+)
 from worker.jobs import (
     FAILURES_PREFIX,
     ID_PATTERN,
@@ -39,9 +43,6 @@ MAX_WAIT_S = 20  # SQS long polling's ceiling
 MAX_MESSAGES = 10  # ReceiveMessage's ceiling
 SWEEP_S = 300.0  # how long a lost event can delay a wait
 _ID = re.compile(ID_PATTERN)
-READ_ERRORS = (ClientError, BotoCoreError, ValueError)  # ValidationError is a ValueError
-# job id -> the digest of the request submitted under it (None: any manifest will do)
-Digests = dict[str, str | None]
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class Waiting:
     digests: Digests  # id -> the submitted request's digest (None: any manifest will do)
     done: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)  # failure reasons the listings read
+    cache: OutcomeCache = field(default_factory=OutcomeCache)  # what the listings read
 
     @property
     def settled(self) -> int:
@@ -107,7 +108,7 @@ class Waiting:
     def list_bucket(self, s3: Any, target: Target) -> None:
         """The bucket's word on every id: what is done or failed now."""
         self.done, self.failed = outcomes(
-            s3, target, sorted(self.ids), self.reasons, digests=self.digests
+            s3, target, sorted(self.ids), self.cache, digests=self.digests
         )
 
     def apply(self, s3: Any, target: Target, completion: Completion) -> None:
@@ -138,7 +139,7 @@ def wait_for_completions(
     ids: Sequence[str],
     *,
     timeout: float,
-    digests: Digests | None = None,
+    digests: Mapping[str, str | None] | None = None,
     on_settled: Callable[[int], None] = lambda _: None,
     sweep_s: float = SWEEP_S,
     clock: Callable[[], float] = time.monotonic,

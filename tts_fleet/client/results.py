@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,47 +51,75 @@ def _json_etags(s3: Any, bucket: str, prefix: str) -> dict[str, str]:
 
 @dataclass
 class OutcomeCache:
-    """What `outcomes` has read, by ETag, so polling reads each manifest and record once."""
+    """What `outcomes` has read, by ETag, so repeated calls (a polling wait, an events wait's
+    sweeps) read each manifest and failure record once while its ETag is unchanged."""
 
     manifests: dict[str, tuple[str, Manifest | None]] = field(default_factory=dict)
     failures: dict[str, tuple[str, FailureRecord | None, str]] = field(default_factory=dict)
+
+
+def bucket_of(target: Target) -> str:
+    """The target's bucket; the commands check for one before they read it."""
+    if not target.bucket:
+        raise ValueError("the target names no output bucket")
+    return target.bucket
 
 
 def outcomes(
     s3: Any,
     target: Target,
     ids: Sequence[str],
-    cache: OutcomeCache | dict[str, str] | None = None,
+    cache: OutcomeCache | None = None,
     *,
     digests: Digests | None = None,
 ) -> tuple[set[str], dict[str, str]]:
     """(done ids, failed id -> error) among `ids`. A matching manifest wins over a failure
     record, since a redriven job that then succeeds leaves its old failure record behind; a
     failure record of another request (an earlier version of an edited job) is not this
-    job's failure. An OutcomeCache kept across polls saves reading a manifest or record again
-    while its ETag is unchanged; a dict instead receives every failure reason read."""
-    known_failures = cache if isinstance(cache, dict) else None
-    cache = cache if isinstance(cache, OutcomeCache) else OutcomeCache()
+    job's failure. A cache kept across calls saves reading a manifest or record again while
+    its ETag is unchanged."""
+    cache = cache if cache is not None else OutcomeCache()
     digests = digests or {}
     wanted = set(ids)
-    manifests = _json_etags(s3, target.bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
+    bucket = bucket_of(target)
+    manifests = _json_etags(s3, bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
     done = {
         job_id
         for job_id in wanted & manifests.keys()
         if _made_from(s3, target, job_id, manifests[job_id], digests.get(job_id), cache)
     }
-    records = _json_etags(s3, target.bucket, f"{target.prefix}{FAILURES_PREFIX}")
+    records = _json_etags(s3, bucket, f"{target.prefix}{FAILURES_PREFIX}")
     failed = {}
     for job_id in (wanted - done) & records.keys():
-        if known_failures is not None and job_id in known_failures and not digests.get(job_id):
-            failed[job_id] = known_failures[job_id]  # read before, and no request to match
-            continue
         record, reason = _failure(s3, target, job_id, records[job_id], cache)
-        if known_failures is not None:
-            known_failures[job_id] = reason
         if _failure_of(record, digests.get(job_id)):
             failed[job_id] = reason
     return done, failed
+
+
+def wait_for_outcomes(
+    s3: Any,
+    target: Target,
+    ids: Sequence[str],
+    *,
+    timeout: float,
+    interval: float,
+    digests: Digests | None = None,
+    on_settled: Callable[[int], None] = lambda _: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[set[str], dict[str, str]]:
+    """Lists the bucket every `interval` until every id is settled or `timeout` has passed:
+    (done ids, failed id -> reason), as `events.wait_for_completions` returns them. Done means
+    a manifest made from the request submitted (its digest), when known."""
+    started = clock()
+    cache = OutcomeCache()
+    while True:
+        done, failed = outcomes(s3, target, ids, cache, digests=digests)
+        on_settled(len(done) + len(failed))
+        if len(done) + len(failed) == len(set(ids)) or clock() - started >= timeout:
+            return done, failed
+        sleep(interval)
 
 
 def _failure_of(record: FailureRecord | None, digest: str | None) -> bool:
@@ -116,7 +145,7 @@ def _made_from(
 def read_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
     """The job's manifest, or None when it is missing or unreadable (not done)."""
     try:
-        body = s3.get_object(Bucket=target.bucket, Key=manifest_key(job_id, target.prefix))
+        body = s3.get_object(Bucket=bucket_of(target), Key=manifest_key(job_id, target.prefix))
         return Manifest.model_validate_json(body["Body"].read())
     except READ_ERRORS:
         return None
@@ -132,15 +161,10 @@ def _failure(
     return seen[1], seen[2]
 
 
-def _failure_reason(s3: Any, target: Target, job_id: str) -> str:
-    """The failure record's one-line reason (or why it cannot be read)."""
-    return read_failure(s3, target, job_id)[1]
-
-
 def read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | None, str]:
     """The job's failure record and its one-line reason (the record may be unreadable)."""
     try:
-        body = s3.get_object(Bucket=target.bucket, Key=failure_key(job_id, target.prefix))
+        body = s3.get_object(Bucket=bucket_of(target), Key=failure_key(job_id, target.prefix))
         record = FailureRecord.model_validate_json(body["Body"].read())
     except READ_ERRORS as error:
         return None, f"failure record unreadable: {error}"
@@ -173,7 +197,7 @@ def result_objects(
     Each object carries "Local", its file name: <id>.json and <id>.<format>, whatever key the
     audio has in the bucket (a re-made job's is <id>.<hash>.<format>)."""
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
-    listed = {item["Key"]: item for item in list_objects(s3, target.bucket, base + id_prefix)}
+    listed = {item["Key"]: item for item in list_objects(s3, bucket_of(target), base + id_prefix)}
     present = {key[len(base) : -len(".json")] for key in listed if key.endswith(".json")}
     wanted = set(ids) if ids is not None else present
     digests = digests or {}
@@ -203,6 +227,7 @@ def download_results(
 ) -> ResultsReport:
     """Downloads in parallel; skips a file whose ETag matches the sidecar or, for a
     single-part upload (ETag = MD5), the file's own MD5. Writes are atomic (temp + rename)."""
+    bucket = bucket_of(target)
     directory.mkdir(parents=True, exist_ok=True)
     etags = _read_sidecar(directory)
     report = ResultsReport()
@@ -211,7 +236,7 @@ def download_results(
     def fetch(item: dict[str, Any]) -> None:
         name = item.get("Local") or item["Key"].rsplit("/", 1)[-1]
         try:
-            outcome = _fetch_one(s3, target.bucket, item, directory / name, etags.get(name))
+            outcome = _fetch_one(s3, bucket, item, directory / name, etags.get(name))
         except (ClientError, BotoCoreError, OSError) as error:
             with lock:
                 report.failed[item["Key"]] = str(error)
