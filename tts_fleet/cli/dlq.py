@@ -12,7 +12,13 @@ from tts_fleet.cli import look
 from tts_fleet.cli.options import json_flag
 from tts_fleet.cli.target import dlq_url_of, need, target_options
 from tts_fleet.client.aws import Target, client_for
-from tts_fleet.client.dlq import clear_failure_records, peek_dead_letters, redrive
+from tts_fleet.client.dlq import (
+    DeadLetter,
+    clear_failure_records,
+    failure_reasons,
+    peek_dead_letters,
+    redrive,
+)
 from tts_fleet.client.status import queue_counts
 from tts_fleet.exit_codes import ExitCode
 
@@ -29,10 +35,14 @@ def dlq() -> None:
 def dlq_list(target: Target, limit: int, as_json: bool) -> None:
     """Show DLQ messages with their error and receive count, without consuming them.
 
+    The error is the worker's failure record of the job (needs the bucket); where there is
+    none, the message's `error` attribute, marked as such (a producer can set it itself).
     Reading a message counts as a receive, so each listing adds one to its receive count.
     """
     dlq_url = dlq_url_of(target)
     letters = peek_dead_letters(client_for("sqs", target.aws), dlq_url, limit)
+    if target.bucket:
+        letters = failure_reasons(client_for("s3", target.aws), target, letters)
     if as_json:
         look.emit_json(
             {"dlq_url": dlq_url, "count": len(letters), "messages": [vars(m) for m in letters]}
@@ -43,9 +53,21 @@ def dlq_list(target: Target, limit: int, as_json: bool) -> None:
         table.add_column(column)
     for letter in letters:
         table.add_row(
-            letter.job_id or "-", str(letter.receive_count), letter.error or "-", letter.message_id
+            "-" if letter.job_id is None else look.shown_id(letter.job_id),
+            str(letter.receive_count),
+            shown_reason(letter),
+            look.shown(letter.message_id),
         )
     Console().print(table)
+
+
+def shown_reason(letter: DeadLetter) -> str:
+    """The worker's reason; else the producer-settable attribute, marked as such."""
+    if letter.failure is not None:
+        return look.shown(letter.failure)
+    if letter.error is not None:
+        return f"{look.shown(letter.error)} (from the message attribute)"
+    return "-"
 
 
 def failure_clearer(target: Target) -> Callable[[list[str]], None] | None:
@@ -86,5 +108,7 @@ def dlq_redrive(
             f"the filter, {len(report.failed)} failed, {report.duplicated} left in both queues"
         )
         for message_id, reason in report.failed.items():
-            click.secho(f"failed: {message_id}: {reason}", err=True, fg="red")
+            click.secho(
+                f"failed: {look.shown(message_id)}: {look.shown(reason)}", err=True, fg="red"
+            )
     ctx.exit(ExitCode.FAILED if report.failed else ExitCode.OK)

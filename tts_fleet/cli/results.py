@@ -58,16 +58,20 @@ def results(
 
     Which jobs: those of SOURCE (a `submit --json` output or the submit's input), the --id
     given, or every done job whose id starts with --prefix (default: all). A file already
-    present with the same ETag is not downloaded again.
+    present with the same ETag is not downloaded again. A key, id or manifest that is not a
+    job's own is skipped with a warning, and nothing is written outside OUT.
     """
     need(target, "bucket")
     require_source(source)
     submitted = load_submitted(source, target.max_text_chars, split_chars) if source else {}
     ids = list(job_ids) + list(submitted)
     s3 = client_for("s3", target.aws)
-    objects, missing = result_objects(s3, target, ids or None, id_prefix, submitted)
+    untrusted: dict[str, str] = {}
+    objects, missing = result_objects(s3, target, ids or None, id_prefix, submitted, untrusted)
     with look.progress_bar(len(objects), "download", not as_json) as advance:
         report = download_results(s3, target, objects, out, threads=threads, progress=advance)
+    report.untrusted.update(untrusted)
+    look.warn_untrusted(report.untrusted)
     joined = join_parts(out, ids or None) if join else None
     ctx.exit(finish_results(report, missing, out, as_json, joined))
 
@@ -83,6 +87,7 @@ def finish_results(
         data: dict[str, Any] = {
             "dir": str(out), "downloaded": len(report.downloaded), "skipped": len(report.skipped),
             "failed": report.failed, "missing": missing, "bytes": report.bytes,
+            "untrusted": len(report.untrusted),
         }  # fmt: skip
         if joined is not None:
             data["joined"] = joined.joined
@@ -91,19 +96,21 @@ def finish_results(
         look.emit_json(data)
     else:
         for key, reason in sorted(report.failed.items()):
-            click.secho(f"failed: {key}: {reason}", err=True, fg="red")
+            click.secho(f"failed: {look.shown(key)}: {look.shown(reason)}", err=True, fg="red")
         if missing:
             click.echo(
                 f"not done (pending or failed): {', '.join(missing[: look.IDS_SHOWN])}", err=True
             )
+        untrusted = f", {len(report.untrusted)} untrusted skipped" if report.untrusted else ""
         click.echo(
             f"{len(report.downloaded)} file(s) downloaded ({report.bytes} bytes), "
-            f"{len(report.skipped)} already present, into {out}"
+            f"{len(report.skipped)} already present{untrusted}, into {out}"
         )
         if joined is not None:
             _print_joined(joined, out)
     incomplete = bool(joined and (joined.incomplete or joined.failed))
-    return ExitCode.FAILED if report.failed or missing or incomplete else ExitCode.OK
+    trouble = report.failed or report.untrusted or missing or incomplete
+    return ExitCode.FAILED if trouble else ExitCode.OK
 
 
 def _print_joined(joined: JoinReport, out: Path) -> None:
@@ -113,4 +120,4 @@ def _print_joined(joined: JoinReport, out: Path) -> None:
         shown = ", ".join(f"p{n:03d}" for n in parts[: look.IDS_SHOWN])
         click.secho(f"not joined: {base}: parts not done yet: {shown}", err=True, fg="red")
     for base, reason in sorted(joined.failed.items()):
-        click.secho(f"not joined: {base}: {reason}", err=True, fg="red")
+        click.secho(f"not joined: {look.shown(base)}: {look.shown(reason)}", err=True, fg="red")

@@ -87,8 +87,8 @@ def optional(read: Callable[[], T]) -> T | None:
 
 
 def status_table(snapshot: dict[str, Any]) -> Table:
-    def show(value: Any) -> str:
-        return "-" if value is None else str(value)
+    def show(value: Any) -> str:  # ECS's counts among them: a server's, so shown safely
+        return "-" if value is None else look.shown(value)
 
     ecs = snapshot["ecs"] or {}
     table = look.table(f"tts-fleet status {snapshot['at']}")

@@ -14,6 +14,7 @@ from tts_fleet.cli.sources import not_a_terminal, require_source
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.events import wait_for_completions
+from tts_fleet.client.keys import untrusted_ids
 from tts_fleet.client.results import wait_for_outcomes
 from tts_fleet.client.stack import ENV_EVENTS_QUEUE_URL
 from tts_fleet.client.submit import load_submitted
@@ -60,15 +61,19 @@ def wait(
     """Wait until every job of SOURCE is done or failed.
 
     SOURCE is a `submit --json` output file, or the same input the submit read. Exit 0: all
-    done; 1: some failed (listed); 4: the timeout came first; 2: bad input.
+    done; 1: some failed (listed), or SOURCE names an id that is no job id (skipped with a
+    warning); 4: the timeout came first; 2: bad input.
     """
     need(target, "bucket")
     require_source(source)
     not_a_terminal(source)
     submitted = load_submitted(source, target.max_text_chars, split_chars)
-    ids = sorted(submitted)
-    if not ids:
+    if not submitted:
         raise click.UsageError(f"no job ids in {source}")
+    # A receipt is a file anyone may have edited: an id that is no job id is not looked up.
+    untrusted = untrusted_ids(submitted)
+    look.warn_untrusted(untrusted)
+    ids = sorted(set(submitted) - untrusted.keys())
     s3 = client_for("s3", target.aws)
     started = time.monotonic()
     if use_events and not target.events_queue_url:
@@ -95,7 +100,8 @@ def wait(
                 on_settled=on_settled,
             )
     pending = [job_id for job_id in ids if job_id not in done and job_id not in failed]
-    ctx.exit(finish_wait(ids, done, failed, pending, time.monotonic() - started, as_json))
+    elapsed = time.monotonic() - started
+    ctx.exit(finish_wait(ids, done, failed, pending, elapsed, as_json, len(untrusted)))
 
 
 def settled_counter(advance: Callable[[int], None]) -> Callable[[int], None]:
@@ -116,6 +122,7 @@ def finish_wait(
     pending: list[str],
     elapsed: float,
     as_json: bool,
+    untrusted: int = 0,
 ) -> ExitCode:
     timed_out = bool(pending)
     if as_json:
@@ -127,12 +134,16 @@ def finish_wait(
                 "pending": pending,
                 "timed_out": timed_out,
                 "elapsed_s": round(elapsed, 3),
+                "untrusted": untrusted,
             }
         )
     else:
-        click.echo(f"{len(done)} of {len(ids)} done, {len(failed)} failed, {len(pending)} pending")
+        skipped = f", {untrusted} untrusted skipped" if untrusted else ""
+        click.echo(
+            f"{len(done)} of {len(ids)} done, {len(failed)} failed, {len(pending)} pending{skipped}"
+        )
         for job_id, reason in sorted(failed.items()):
-            click.secho(f"failed: {job_id}: {reason}", fg="red")
+            click.secho(f"failed: {look.shown_id(job_id)}: {look.shown(reason)}", fg="red")
         if timed_out:
             shown = ", ".join(pending[: look.IDS_SHOWN]) + (
                 " ..." if len(pending) > look.IDS_SHOWN else ""
@@ -140,4 +151,4 @@ def finish_wait(
             click.echo(f"timed out after {elapsed:.0f} s; pending: {shown}")
     if timed_out:
         return ExitCode.TIMED_OUT
-    return ExitCode.FAILED if failed else ExitCode.OK
+    return ExitCode.FAILED if failed or untrusted else ExitCode.OK

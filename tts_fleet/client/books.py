@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_fleet.client.keys import AUDIO_FORMATS, inside, is_job_id
 from worker import text as text_rules
 
 MIN_SPLIT_CHARS = 100  # shorter pieces would cut mid-sentence almost every time
 PART_SEPARATOR = ".p"
 _PART_ID = re.compile(r"^(?P<base>.+)\.p(?P<index>\d{3,})$")
 MAX_ID_CHARS = 128
+_FILE_ID = "_file_id"  # the id a part manifest's file name gives it, beside what it says
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -83,6 +85,8 @@ def join_parts(directory: Path, expected: Iterable[str] | None = None) -> JoinRe
 
 
 def _part_manifests(directory: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    """base -> part number -> the manifest of `<base>.pNNN.json`, its "id" as its name says
+    (`_join_one` refuses a manifest that claims another)."""
     found: dict[str, dict[int, dict[str, Any]]] = {}
     for path in directory.glob(f"*{PART_SEPARATOR}*.json"):
         part = source_of(path.stem)
@@ -93,18 +97,25 @@ def _part_manifests(directory: Path) -> dict[str, dict[int, dict[str, Any]]]:
         except (OSError, ValueError):
             continue
         if isinstance(manifest, dict):
-            found.setdefault(part[0], {})[part[1]] = manifest
+            found.setdefault(part[0], {})[part[1]] = {**manifest, _FILE_ID: path.stem}
     return found
 
 
 def _join_one(directory: Path, base: str, manifests: list[dict[str, Any]]) -> None:
+    """The manifests come from the bucket: each must name its own file's id and a format of
+    the contract, and every path read or written stays in `directory`."""
+    for manifest in manifests:
+        if manifest.get("id") != manifest[_FILE_ID] or not is_job_id(manifest["id"]):
+            raise ValueError(f"{manifest[_FILE_ID]}.json names id {manifest.get('id')!r}")
     formats = {_format_of(m) for m in manifests}
     if len(formats) != 1:
         raise ValueError(f"parts have different formats: {sorted(formats)}")
     fmt = formats.pop()
+    if fmt not in AUDIO_FORMATS:
+        raise ValueError(f"parts have an unknown format {fmt!r}")
     ids = [str(m["id"]) for m in manifests]
-    audio = [directory / f"{job_id}.{fmt}" for job_id in ids]
-    rate = _write_joined(audio, directory / f"{base}.{fmt}", fmt)
+    audio = [_inside(directory, f"{job_id}.{fmt}") for job_id in ids]
+    rate = _write_joined(audio, _inside(directory, f"{base}.{fmt}"), fmt)
     joined = {
         "id": base,
         "parts": ids,
@@ -112,7 +123,15 @@ def _join_one(directory: Path, base: str, manifests: list[dict[str, Any]]) -> No
         "sample_rate": rate,
         "duration_s": round(sum(float(m.get("duration_s") or 0.0) for m in manifests), 3),
     }
-    (directory / f"{base}.json").write_text(json.dumps(joined, indent=2) + "\n", encoding="utf-8")
+    target = _inside(directory, f"{base}.json")
+    target.write_text(json.dumps(joined, indent=2) + "\n", encoding="utf-8")
+
+
+def _inside(directory: Path, name: str) -> Path:
+    path = inside(directory, name)
+    if path is None:
+        raise ValueError(f"{name!r} would be outside {directory}")
+    return path
 
 
 def _format_of(manifest: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 from botocore.exceptions import ClientError
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.results import bucket_of
+from tts_fleet.client.keys import is_job_id
+from tts_fleet.client.results import bucket_of, read_failure
 from tts_fleet.client.status import queue_counts
 from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key
 
@@ -35,11 +36,24 @@ MOVE_TASK_TIMEOUT_S = 600.0
 @dataclass(frozen=True)
 class DeadLetter:
     message_id: str
-    job_id: str | None
-    error: str | None
+    job_id: str | None  # the body's "id", as the body says: no job id at all, maybe
+    error: str | None  # the `error` message attribute, which a producer can set itself
     receive_count: int
     sent_at: str | None
     body: str
+    failure: str | None = None  # the reason in the worker's failure record (`failure_reasons`)
+
+
+def failure_reasons(s3: Any, target: Target, letters: Sequence[DeadLetter]) -> list[DeadLetter]:
+    """The letters with the reason the worker wrote in failures/<id>.json, where a letter's id
+    is a job id and its record is readable and names it: the reason to show, since the
+    `error` attribute is the producer's to set on its own message."""
+    reasons: dict[str, str | None] = {}
+    for job_id in {letter.job_id for letter in letters if is_job_id(letter.job_id)}:
+        assert job_id is not None
+        record, reason = read_failure(s3, target, job_id)
+        reasons[job_id] = reason if record is not None and record.id == job_id else None
+    return [replace(letter, failure=reasons.get(letter.job_id or "")) for letter in letters]
 
 
 @dataclass

@@ -18,31 +18,28 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from tts_fleet.client.aws import Target
+from tts_fleet.client.keys import id_of_key
 from tts_fleet.client.results import (
     Digests,
     OutcomeCache,
+    failure_of,
     outcomes,
     read_failure,
     read_manifest,
 )
-from worker.jobs import (
-    FAILURES_PREFIX,
-    ID_PATTERN,
-    OUTPUTS_PREFIX,
-)
+from worker.jobs import OUTPUTS_PREFIX
 
-DONE, FAILED = "done", "failed"
+DONE: Final = "done"
+FAILED: Final = "failed"
 MAX_WAIT_S = 20  # SQS long polling's ceiling
 MAX_MESSAGES = 10  # ReceiveMessage's ceiling
 SWEEP_S = 300.0  # how long a lost event can delay a wait
-_ID = re.compile(ID_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -62,12 +59,10 @@ def parse_event(body: str, prefix: str = "") -> Completion | None:
         return None
     if event.get("detail-type") != "Object Created" or not isinstance(key, str):
         return None
-    for base, outcome in ((OUTPUTS_PREFIX, DONE), (FAILURES_PREFIX, FAILED)):
-        start = prefix + base
-        job_id = key[len(start) : -len(".json")]
-        if key.startswith(start) and key.endswith(".json") and _ID.match(job_id):
-            return Completion(job_id, outcome)  # type: ignore[arg-type]
-    return None
+    job_id = id_of_key(key, prefix)
+    if job_id is None:
+        return None
+    return Completion(job_id, DONE if key.startswith(prefix + OUTPUTS_PREFIX) else FAILED)
 
 
 def receive_completions(
@@ -128,7 +123,7 @@ class Waiting:
             return  # failed already: its record was read once
         record, reason = read_failure(s3, target, job_id)
         # Another request's record (an earlier version of an edited job) is not this failure.
-        if record is None or digest is None or record.request_digest in (None, digest):
+        if failure_of(record, job_id, digest):
             self.failed[job_id] = reason
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
+from tts_fleet.client.keys import audio_format, id_of_key, inside, is_job_id, is_planted
 from worker.jobs import (
     FAILURES_PREFIX,
     OUTPUTS_PREFIX,
@@ -40,13 +41,14 @@ def list_objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _json_etags(s3: Any, bucket: str, prefix: str) -> dict[str, str]:
-    """id -> ETag of every <prefix><id>.json."""
-    return {
-        item["Key"][len(prefix) : -len(".json")]: str(item.get("ETag", ""))
-        for item in list_objects(s3, bucket, prefix)
-        if item["Key"].endswith(".json")
-    }
+def _json_etags(s3: Any, target: Target, folder: str) -> dict[str, str]:
+    """id -> ETag of every record (<prefix><folder><id>.json) whose name is a job id."""
+    etags = {}
+    for item in list_objects(s3, bucket_of(target), f"{target.prefix}{folder}"):
+        job_id = id_of_key(item["Key"], target.prefix)
+        if job_id is not None:
+            etags[job_id] = str(item.get("ETag", ""))
+    return etags
 
 
 @dataclass
@@ -80,19 +82,18 @@ def outcomes(
     its ETag is unchanged."""
     cache = cache if cache is not None else OutcomeCache()
     digests = digests or {}
-    wanted = set(ids)
-    bucket = bucket_of(target)
-    manifests = _json_etags(s3, bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
+    wanted = {job_id for job_id in ids if is_job_id(job_id)}
+    manifests = _json_etags(s3, target, OUTPUTS_PREFIX)
     done = {
         job_id
         for job_id in wanted & manifests.keys()
         if _made_from(s3, target, job_id, manifests[job_id], digests.get(job_id), cache)
     }
-    records = _json_etags(s3, bucket, f"{target.prefix}{FAILURES_PREFIX}")
+    records = _json_etags(s3, target, FAILURES_PREFIX)
     failed = {}
     for job_id in (wanted - done) & records.keys():
         record, reason = _failure(s3, target, job_id, records[job_id], cache)
-        if _failure_of(record, digests.get(job_id)):
+        if failure_of(record, job_id, digests.get(job_id)):
             failed[job_id] = reason
     return done, failed
 
@@ -122,12 +123,15 @@ def wait_for_outcomes(
         sleep(interval)
 
 
-def _failure_of(record: FailureRecord | None, digest: str | None) -> bool:
-    """Whether the record is this submit's failure: unless both name their request and the
-    requests differ (unreadable or unparsed ones count, as they did before digests)."""
-    if record is None or digest is None or record.request_digest is None:
-        return True
-    return record.request_digest == digest
+def failure_of(record: FailureRecord | None, job_id: str, digest: str | None) -> bool:
+    """Whether the record is this submit's failure. A waiter that knows the digest of what it
+    submitted takes only a record of that very request: any producer can have a record
+    without a digest written for any id (an unreadable body carrying a valid id), so such a
+    record, or an unreadable one, leaves the job pending. Without a digest any record of the
+    job counts, as before digests."""
+    if digest is not None:
+        return record is not None and record.id == job_id and record.request_digest == digest
+    return record is None or record.id == job_id
 
 
 def _made_from(
@@ -143,7 +147,15 @@ def _made_from(
 
 
 def read_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
-    """The job's manifest, or None when it is missing or unreadable (not done)."""
+    """The job's manifest, or None when it is missing, unreadable or not the job's own (its
+    `id` or `audio_key` is not this job's, `keys.audio_format`): not done."""
+    manifest = _read_any_manifest(s3, target, job_id)
+    if manifest is None or audio_format(manifest, job_id, target.prefix) is None:
+        return None
+    return manifest
+
+
+def _read_any_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
     try:
         body = s3.get_object(Bucket=bucket_of(target), Key=manifest_key(job_id, target.prefix))
         return Manifest.model_validate_json(body["Body"].read())
@@ -183,6 +195,9 @@ class ResultsReport:
     failed: dict[str, str] = field(default_factory=dict)  # key -> reason
     missing: list[str] = field(default_factory=list)  # requested ids with no manifest yet
     bytes: int = 0
+    # A key or id not followed because it is not the worker's (tts_fleet/client/keys.py), or
+    # a file it would name outside the directory -> why
+    untrusted: dict[str, str] = field(default_factory=dict)
 
 
 def result_objects(
@@ -191,26 +206,42 @@ def result_objects(
     ids: Sequence[str] | None,
     id_prefix: str = "",
     digests: Digests | None = None,
+    untrusted: dict[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The manifest and the audio it names of each done job, and the ids not done.
 
     Each object carries "Local", its file name: <id>.json and <id>.<format>, whatever key the
-    audio has in the bucket (a re-made job's is <id>.<hash>.<format>)."""
+    audio has in the bucket (a re-made job's is <id>.<hash>.<format>). An id that is no job id,
+    a listed record whose name is none (when every done job is wanted) and a manifest that is
+    not its job's own are left out and recorded in `untrusted`, key (or id) -> why."""
+    untrusted = untrusted if untrusted is not None else {}
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
     listed = {item["Key"]: item for item in list_objects(s3, bucket_of(target), base + id_prefix)}
-    present = {key[len(base) : -len(".json")] for key in listed if key.endswith(".json")}
-    wanted = set(ids) if ids is not None else present
+    present = {job_id for key in listed if (job_id := id_of_key(key, target.prefix))}
+    if ids is None:
+        for key in listed:
+            if is_planted(key, target.prefix):
+                untrusted[key] = "its name is no job id"
     digests = digests or {}
     objects: list[dict[str, Any]] = []
     missing = []
-    for job_id in sorted(wanted):
-        manifest = read_manifest(s3, target, job_id) if job_id in present else None
+    for job_id in sorted(set(ids) if ids is not None else present):
+        if not is_job_id(job_id):
+            untrusted[job_id] = "no job id"
+            continue
+        manifest = _read_any_manifest(s3, target, job_id) if job_id in present else None
+        fmt = audio_format(manifest, job_id, target.prefix) if manifest is not None else None
+        if manifest is not None and fmt is None:
+            untrusted[manifest_key(job_id, target.prefix)] = (
+                f"the manifest's id {manifest.id!r} or audio_key {manifest.audio_key!r} "
+                "is not this job's"
+            )
+            continue
         digest = digests.get(job_id)
         audio = listed.get(manifest.audio_key) if manifest is not None else None
         if manifest is None or audio is None or (digest and not manifest.made_from(digest)):
             missing.append(job_id)
             continue
-        fmt = manifest.audio_key.rsplit(".", 1)[-1]
         objects.append({**listed[manifest_key(job_id, target.prefix)], "Local": f"{job_id}.json"})
         objects.append({**audio, "Local": f"{job_id}.{fmt}"})
     return objects, missing
@@ -235,16 +266,20 @@ def download_results(
 
     def fetch(item: dict[str, Any]) -> None:
         name = item.get("Local") or item["Key"].rsplit("/", 1)[-1]
+        local = inside(directory, name)
         try:
-            outcome = _fetch_one(s3, bucket, item, directory / name, etags.get(name))
+            outcome = _fetch_one(s3, bucket, item, local, etags.get(name)) if local else None
         except (ClientError, BotoCoreError, OSError) as error:
             with lock:
                 report.failed[item["Key"]] = str(error)
         else:
             with lock:
-                getattr(report, outcome).append(name)
-                report.bytes += item.get("Size", 0) if outcome == "downloaded" else 0
-                etags[name] = item["ETag"].strip('"')
+                if outcome is None:  # a name from the bucket that climbs out of the directory
+                    report.untrusted[item["Key"]] = f"its file {name!r} would be outside OUT"
+                else:
+                    getattr(report, outcome).append(name)
+                    report.bytes += item.get("Size", 0) if outcome == "downloaded" else 0
+                    etags[name] = item["ETag"].strip('"')
         if progress is not None:
             progress(1)
 
