@@ -25,7 +25,7 @@ from tts_fleet.client.events import Completion, parse_event, wait_for_completion
 from worker.jobs import FailureRecord, Manifest, failure_key, manifest_key, request_hash
 
 IDS = ["ch-1", "ch-2", "ch-3"]
-WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s"}
+WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted"}
 POISON = FailureRecord(
     id="ch-3",
     error="invalid job",
