@@ -17,6 +17,7 @@ from rich.console import Console
 from tests.lib.client_stack import Stack, finish, run, run_json
 from tts_fleet.cli.status import status_table
 from tts_fleet.client.books import join_parts
+from tts_fleet.client.keys import audio_format, inside
 from worker.jobs import (
     DLQ_ERROR_ATTRIBUTE,
     FailureRecord,
@@ -25,6 +26,7 @@ from worker.jobs import (
     failure_key,
     manifest_key,
 )
+from worker.jobs import audio_key as worker_audio_key
 
 HOSTILE = "[link=https://evil.example]click[/link]\x1b]8;;https://evil.example\x1b\\here\x1b]8;;\x1b\\\nforged line"  # noqa: E501
 
@@ -215,3 +217,40 @@ def test_join_refuses_a_manifest_that_names_another_id(tmp_path: Path) -> None:
     report = join_parts(out, ["bk.p001", "bk.p002"])
     assert report.joined == [] and "'../secret'" in report.failed["bk"]
     assert not (out / "bk.wav").exists()
+
+
+@pytest.mark.parametrize(
+    ("job_id", "audio_key", "prefix", "expected"),
+    [
+        ("a", "outputs/a.wav", "", "wav"),
+        ("a", "books/outputs/a.0123456789abcdef.mp3", "books/", "mp3"),  # a re-made job's
+        ("a.p001", "outputs/a.p001.flac", "", "flac"),
+        ("a", "outputs/a.0123456789ABCDEF.wav", "", None),  # the hash is lower-case hex
+        ("a", "outputs/a.0123.wav", "", None),
+        ("a", "outputs/a.bashrc", "", None),
+        ("a", "outputs/z.wav", "", None),  # another job's
+        ("a", "outputs/a.wav", "books/", None),  # another prefix's
+        ("a", "outputs/a.wav\n", "", None),
+        ("a", "outputs/a/../b.wav", "", None),
+    ],
+)
+def test_the_audio_key_rule_is_the_output_stores(
+    job_id: str, audio_key: str, prefix: str, expected: str | None
+) -> None:
+    manifest = Manifest(
+        id=job_id, request={}, audio_key=audio_key, duration_s=None, sample_rate=None,
+        model="m", voice="v", synth_s=0, queue_wait_s=0, attempts=1, pieces=1, worker="w",
+        finished_at="",
+    )  # fmt: skip
+    assert audio_format(manifest, job_id, prefix) == expected
+    if expected is not None:  # each accepted key is one the worker's own rule makes
+        tag = audio_key[len(f"{prefix}outputs/{job_id}") : -len(f".{expected}")]
+        assert audio_key == worker_audio_key(job_id, expected, prefix, tag[1:] or None)
+
+
+def test_a_path_is_inside_only_when_it_resolves_below_the_directory(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "link").symlink_to(tmp_path)
+    assert inside(tmp_path / "out", "a.wav") == tmp_path / "out" / "a.wav"
+    for name in ("../a.wav", "/etc/passwd", "..", ".", "link/a.wav"):
+        assert inside(tmp_path / "out", name) is None, name
