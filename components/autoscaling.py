@@ -6,7 +6,7 @@ every minute while the alarm stays in ALARM, so the count follows the backlog up
 A second alarm `outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers.
 Schedules change min/max by cron.
 
-With `scaling.controller: lambda` (components/controller.py owns the count) only the target,
+With `scaling.mode: controller` (components/controller.py owns the count) only the target,
 its schedules and a safety net remain: one alarm that starts one worker if work waits with
 none running or wanted for SAFETY_NET_MINUTES.
 
@@ -152,7 +152,7 @@ class QueueAutoscaling(pulumi.ComponentResource):
             max_capacity=cfg.max_workers,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        if cfg.controller == "alarms":
+        if cfg.mode == "alarms":
             scale_out, scale_out_alarm, idle, idle_alarm = self._alarms(name, target, args)
             self.idle_policy_arn, self.idle_alarm_name = idle.arn, idle_alarm.name
         else:
@@ -180,7 +180,7 @@ class QueueAutoscaling(pulumi.ComponentResource):
         aws.appautoscaling.Policy,
         aws.cloudwatch.MetricAlarm,
     ]:
-        """`scaling.controller: alarms`: the backlog bands and the idle rule, as above."""
+        """`scaling.mode: alarms`: the backlog bands and the idle rule, as above."""
         cfg = args.scaling
         after_target = pulumi.ResourceOptions(parent=self, depends_on=[target])
         scale_out = self._policy(f"{name}-scale-out", target, step_adjustments(bands(cfg)), [])
@@ -220,7 +220,7 @@ class QueueAutoscaling(pulumi.ComponentResource):
     def _safety_net(
         self, name: str, target: aws.appautoscaling.Target, args: QueueAutoscalingArgs
     ) -> tuple[aws.appautoscaling.Policy, aws.cloudwatch.MetricAlarm]:
-        """`scaling.controller: lambda`: the controller owns the count; this alarm starts one
+        """`scaling.mode: controller`: the controller owns the count; this alarm starts one
         worker if it does not (the function failing, throttled or gone): work visible while
         no task runs and none is wanted, for SAFETY_NET_MINUTES. Desired 0 is part of the
         condition, so ExactCapacity can only raise the count, never cancel a launch under

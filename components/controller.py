@@ -1,4 +1,4 @@
-"""ScalingController: the Lambda that runs the scaling policy (`scaling.controller: lambda`).
+"""ScalingController: the Lambda that runs the scaling policy (`scaling.mode: controller`).
 
 EventBridge Scheduler invokes it every minute (and `tts-fleet submit` right after sending);
 it samples the queue every 10 s while anything is outstanding or running and sets the
@@ -27,9 +27,11 @@ from pydantic import BaseModel, ConfigDict
 
 import tts_fleet
 from components.iam import trust_policy
+from tts_fleet.config.models import ScalingConfig
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
 from tts_fleet.scaling.controller import ControllerParams
+from tts_fleet.scaling.physics import DEFAULT_PROFILE
 
 RUNTIME = "python3.12"
 # Sampling stops after 50 s (settings.SAMPLING_BUDGET_S); the rest is for the last calls.
@@ -42,13 +44,6 @@ SCHEDULE = "rate(1 minute)"
 MAX_EVENT_AGE_SECONDS = 60
 # The Lambda's code: these packages of the repo and nothing else (no pydantic there).
 CODE_PACKAGES = ("scaling", "controller")
-# The seed's physics, as the simulator models a default stack (tts_fleet/sim/model.py
-# DEFAULT_PROFILE; tests/components/test_controller.py pins them to it): ≈10.5 min from a
-# raised desired count to a serving worker on a new GPU host, 2 s per job alone on a GPU,
-# and 4 in flight taking 1 + 0.25 × 3 times as long each.
-COLD_START_S = 630.0
-JOB_SECONDS = 2.0
-BATCH_ALPHA = 0.25
 # Lambda function names: letters, digits, '-' and '_', at most 64 characters.
 _FUNCTION_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -73,18 +68,16 @@ def service_arn(cluster_arn: str, cluster: str, service: str) -> str:
     return f"arn:{partition}:ecs:{region}:{account}:service/{cluster}/{service}"
 
 
-def seconds_per_job(concurrency: int) -> float:
-    """Warm seconds per job per worker with `concurrency` requests in flight."""
-    return JOB_SECONDS * (1 + BATCH_ALPHA * (concurrency - 1)) / concurrency
-
-
-def controller_params(scaling: object, concurrency: int) -> ControllerParams:
-    """The policy's parameters for a deployed stack, from its scaling config."""
+def controller_params(scaling: ScalingConfig, concurrency: int) -> ControllerParams:
+    """The policy's parameters for a deployed stack: its scaling config, and the timings the
+    simulator models a default stack with (tts_fleet/scaling/physics.py DEFAULT_PROFILE)."""
     return ControllerParams.from_config(
-        scaling,  # type: ignore[arg-type]  # ScalingConfig satisfies the protocol
-        cold_start_s=COLD_START_S,
-        seconds_per_job=seconds_per_job(concurrency),
+        scaling,
+        cold_start_s=DEFAULT_PROFILE.cold_task_s,
+        seconds_per_job=DEFAULT_PROFILE.batching.seconds_per_job(concurrency),
         concurrency=concurrency,
+        cold_start_work=scaling.cold_start_work,
+        host_idle_seconds=scaling.host_idle_seconds,
     )
 
 

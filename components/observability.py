@@ -50,7 +50,7 @@ class ObservabilityArgs(BaseModel):
     cluster_name: StrInput
     service_name: StrInput
     alerts: AlertsConfig
-    controller: bool = False  # scaling.controller lambda: graph its decisions too
+    controller: bool = False  # scaling.mode controller: graph its decisions too
     # The stack's account and partition as Platform looked them up once (else looked up here).
     account_id: StrInput | None = None
     partition: StrInput | None = None

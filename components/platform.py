@@ -1,7 +1,7 @@
 """Platform: the whole stack from one StackConfig — the only thing `__main__.py` builds.
 
 Composes Network → JobQueue, OutputBucket, WorkerImage → GpuCapacity → WorkerService →
-QueueAutoscaling (+ ScalingController with `scaling.controller: lambda`) and Observability,
+QueueAutoscaling (+ ScalingController with `scaling.mode: controller`) and Observability,
 and exposes what users and the operator tools need as Outputs.
 """
 
@@ -56,7 +56,7 @@ class Platform(pulumi.ComponentResource):
     scale_out_alarm_name: pulumi.Output[str]
     dashboard_url: pulumi.Output[str]
     alerts_topic_arn: pulumi.Output[str]
-    controller_function_arn: pulumi.Output[str] | None  # None: scaling.controller is alarms
+    controller_function_arn: pulumi.Output[str] | None  # None: scaling.mode is alarms
     events_queue_url: pulumi.Output[str] | None  # None: notifications.enabled is false
     events_consumer_policy_arn: pulumi.Output[str] | None
 
@@ -73,7 +73,7 @@ class Platform(pulumi.ComponentResource):
         account_id = aws.get_caller_identity_output(opts=invoke).account_id
         controller_name = (
             function_name(pulumi.get_project(), args.stack)
-            if cfg.scaling.controller == "lambda"
+            if cfg.scaling.mode == "controller"
             else None
         )
         network = Network(
@@ -166,7 +166,7 @@ class Platform(pulumi.ComponentResource):
                 cluster_name=capacity.cluster_name,
                 service_name=service.service_name,
                 alerts=cfg.alerts,
-                controller=cfg.scaling.controller == "lambda",
+                controller=cfg.scaling.mode == "controller",
                 account_id=account_id,
                 partition=partition,
             ),

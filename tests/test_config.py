@@ -18,7 +18,7 @@ from tts_fleet.config.stack_file import StackFile
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers, notifications"
 SCALING_KEYS = (
     "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules,"
-    " controller, coldStartWork"
+    " mode, coldStartWork"
 )
 EXISTING = {"mode": "existing", "vpcId": "vpc-0abc12345"}
 TWO_SUBNETS = ["subnet-0abc12345", "subnet-0def67890"]
@@ -113,6 +113,21 @@ def test_unknown_keys_fail_with_a_suggestion() -> None:
         f"tts-fleet:scaling.maxWorker: unknown key (known: {SCALING_KEYS}); "
         "did you mean 'maxWorkers'?",
     ]
+
+
+@pytest.mark.parametrize("old", ["lambda", "alarms"])
+def test_the_old_mode_key_says_what_it_is_called_now(old: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw({"scaling": {"controller": old}})
+    assert caught.value.problems == [
+        "tts-fleet:scaling.controller: renamed: it is now scaling.mode"
+        " (`lambda` is now `controller`, `alarms` stays)"
+    ]
+
+
+def test_the_mode_defaults_to_the_controller() -> None:
+    assert StackConfig().scaling.mode == "controller"
+    assert StackConfig.from_raw({"scaling": {"mode": "alarms"}}).scaling.mode == "alarms"
 
 
 def test_several_bad_keys_give_several_lines() -> None:

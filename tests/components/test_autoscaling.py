@@ -48,9 +48,9 @@ def program() -> None:
 
 
 def run(config: dict[str, Any]) -> RecordingMocks:
-    """The alarms design (`scaling.controller: alarms`), which these tests pin; controller
+    """The alarms design (`scaling.mode: alarms`), which these tests pin; controller
     mode's safety net is in test_controller.py."""
-    return run_program(program, path_set(config, "scaling", "controller", "alarms"))
+    return run_program(program, path_set(config, "scaling", "mode", "alarms"))
 
 
 def by_name(mocks: RecordingMocks, type_token: str, name: str) -> dict[str, Any]:

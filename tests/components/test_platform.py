@@ -32,7 +32,7 @@ OUTPUT_BUCKET = {
     "aws:s3/bucketPolicy:BucketPolicy": 1,
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": 1,
 }
-# ScalingController (scaling.controller: lambda, the default): function, its async config,
+# ScalingController (scaling.mode: controller, the default): function, its async config,
 # log group, schedule, the function's and the scheduler's roles and policies.
 CONTROLLER = Counter(
     {

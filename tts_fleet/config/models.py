@@ -187,10 +187,10 @@ class ScalingConfig(_Section):
             "ScheduledAction each."
         ),
     )
-    controller: Literal["lambda", "alarms"] = Field(
-        "lambda",
+    mode: Literal["controller", "alarms"] = Field(
+        "controller",
         description=(
-            "`lambda`: a controller function samples the queue every 10 s and sets the"
+            "`controller`: a controller function samples the queue every 10 s and sets the"
             " desired count with the cold-start-aware policy (tts_fleet/scaling/controller.py);"
             " `alarms`: CloudWatch alarms and a step scaling policy on 1-minute metrics."
         ),
@@ -200,7 +200,7 @@ class ScalingConfig(_Section):
         ge=0,
         le=10,
         description=(
-            "lambda controller only: a new GPU is started only if at least this many cold"
+            "controller mode only: a new GPU is started only if at least this many cold"
             " starts' worth of work would remain for it when it arrives (0: start one for"
             " any backlog; higher: fewer GPU-hours, longer waits)."
         ),
@@ -518,6 +518,14 @@ class StackConfig(BaseModel):
         return cls(**sections)
 
 
+# Keys a stack file may still hold from an earlier release: what each is called now.
+RENAMED: dict[tuple[str, ...], str] = {
+    ("scaling", "controller"): (
+        "renamed: it is now scaling.mode (`lambda` is now `controller`, `alarms` stays)"
+    ),
+}
+
+
 def _format_errors(section: str, model: type[_Section], error: ValidationError) -> list[str]:
     lines: list[str] = []
     for item in error.errors():
@@ -525,6 +533,8 @@ def _format_errors(section: str, model: type[_Section], error: ValidationError) 
         if item["type"] == "config_rules":
             for field, message in item["ctx"]["problems"]:
                 lines.append(f"{base}.{field}: {message}")
+        elif item["type"] == "extra_forbidden" and (section, *item["loc"]) in RENAMED:
+            lines.append(f"{base}: {RENAMED[(section, *item['loc'])]}")
         elif item["type"] == "extra_forbidden":
             leaf = str(item["loc"][-1])
             known = _known_fields(model, item["loc"][:-1])

@@ -67,7 +67,7 @@ CONTROLLER_RUNS_PER_HOUR = 60
 def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
     """Every alarm the stack creates: the two scaling alarms in `alarms` mode, the safety net
     in `lambda` mode, and the two queue alarms either way."""
-    if cfg.scaling.controller == "lambda":
+    if cfg.scaling.mode == "controller":
         scaling: tuple[Alarm, ...] = (Alarm("safety-net", "autoscaling", SAFETY_NET_METRICS),)
     else:
         scaling = (
@@ -83,7 +83,7 @@ def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
 
 def controller_functions(cfg: StackConfig) -> int:
     """components/controller.py: one scaling-controller function in `lambda` mode."""
-    return 1 if cfg.scaling.controller == "lambda" else 0
+    return 1 if cfg.scaling.mode == "controller" else 0
 
 
 def custom_metrics_always_on(cfg: StackConfig) -> int:

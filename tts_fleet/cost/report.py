@@ -19,7 +19,7 @@ from typing import Any
 
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
-from tts_fleet.sim.model import SEED_IMAGE_GB
+from tts_fleet.scaling.physics import SEED_IMAGE_GB
 from tts_fleet.sim.report import CostRates
 
 BASE_REGION = "us-east-1"

@@ -30,7 +30,8 @@ import random
 from bisect import bisect_left, bisect_right
 from collections import deque
 
-from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.scaling.physics import Profile
+from tts_fleet.sim.model import PolicySetup
 from tts_fleet.sim.report import CostRates, Sample, SimResult, summarise
 from tts_fleet.sim.scalers import PEER_VISIBILITY_S, View, make_scaler
 from tts_fleet.sim.state import Fleet, Host, ServiceTask
