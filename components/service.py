@@ -26,17 +26,10 @@ from components.service_policies import (
     task_policy,
     task_protection_arn,
 )
-from tts_fleet.config.models import QueueConfig, WorkerConfig
+from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
 from worker.settings import DEFAULT_SPEECH_URL, worker_env
 
 LOG_RETENTION_DAYS = 30
-# Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
-# and the OS (a hard limit equal to host memory would never be placed).
-MEMORY_RESERVATION_FRACTION = 0.75
-# /dev/shm counts against the host's memory when ECS places the task, so it comes out of
-# that reservation; keep at least this much for the task itself.
-# https://github.com/aws/amazon-ecs-agent/blob/master/proposals/shmsize-tmpfs.md
-MIN_MEMORY_RESERVATION_MIB = 1024
 # Read by vLLM, not by the worker: load the image's CUDA forward-compatibility libraries.
 CUDA_COMPATIBILITY_ENV = "VLLM_ENABLE_CUDA_COMPATIBILITY"
 
@@ -71,18 +64,6 @@ def worker_environment(
     if worker.cuda_compatibility:
         values[CUDA_COMPATIBILITY_ENV] = "1"
     return [{"name": k, "value": v} for k, v in values.items()]
-
-
-def memory_reservation_mib(min_memory_gib: int, shared_memory_mib: int) -> int:
-    """The container's soft memory reservation: the host headroom fraction minus /dev/shm."""
-    reservation = int(min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION) - shared_memory_mib
-    if reservation < MIN_MEMORY_RESERVATION_MIB:
-        raise ValueError(
-            f"worker.sharedMemoryMib {shared_memory_mib} leaves {reservation} MiB of the "
-            f"{min_memory_gib} GiB host (gpu.memoryGib.min) for the task; lower it or raise "
-            "gpu.memoryGib.min"
-        )
-    return reservation
 
 
 class WorkerServiceArgs(BaseModel):

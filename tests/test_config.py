@@ -125,6 +125,21 @@ def test_the_old_mode_key_says_what_it_is_called_now(old: str) -> None:
     ]
 
 
+def test_shared_memory_that_leaves_the_task_too_little_host_memory_is_refused() -> None:
+    """A cross-section rule: deploy, preflight and `local --stack` reject what `up` would."""
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw({"worker": {"sharedMemoryMib": 11_500}})
+    assert caught.value.problems == [
+        "tts-fleet:worker.sharedMemoryMib: 11500 leaves 788 MiB of the 16 GiB host"
+        " (gpu.memoryGib.min) for the task (at least 1024); lower it or raise gpu.memoryGib.min"
+    ]
+    # The floor itself is enough, and a bigger host makes room.
+    StackConfig.from_raw({"worker": {"sharedMemoryMib": 11_264}})
+    StackConfig.from_raw(
+        {"worker": {"sharedMemoryMib": 11_500}, "gpu": {"memoryGib": {"min": 32, "max": 512}}}
+    )
+
+
 def test_the_mode_defaults_to_the_controller() -> None:
     assert StackConfig().scaling.mode == "controller"
     assert StackConfig.from_raw({"scaling": {"mode": "alarms"}}).scaling.mode == "alarms"

@@ -474,6 +474,21 @@ SECTIONS: dict[str, type[_Section]] = {
 }
 
 
+# Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
+# and the OS (a hard limit equal to host memory would never be placed).
+MEMORY_RESERVATION_FRACTION = 0.75
+# /dev/shm counts against the host's memory when ECS places the task, so it comes out of
+# that reservation; keep at least this much for the task itself.
+# https://github.com/aws/amazon-ecs-agent/blob/master/proposals/shmsize-tmpfs.md
+MIN_MEMORY_RESERVATION_MIB = 1024
+
+
+def memory_reservation_mib(min_memory_gib: int, shared_memory_mib: int) -> int:
+    """The worker container's soft memory reservation: the host headroom fraction minus
+    /dev/shm (components/service.py sets it; StackConfig refuses one under the floor)."""
+    return int(min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION) - shared_memory_mib
+
+
 class StackConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -498,6 +513,28 @@ class StackConfig(BaseModel):
     notifications: NotificationsConfig = Field(
         NotificationsConfig(), description="Completion events for finished and failed jobs."
     )
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        """Rules across sections as (section.key, message); empty when valid."""
+        shm, host = self.worker.shared_memory_mib, self.gpu.memory_gib.min
+        reservation = memory_reservation_mib(host, shm)
+        if reservation < MIN_MEMORY_RESERVATION_MIB:
+            return [
+                (
+                    "worker.sharedMemoryMib",
+                    f"{shm} leaves {reservation} MiB of the {host} GiB host (gpu.memoryGib.min)"
+                    f" for the task (at least {MIN_MEMORY_RESERVATION_MIB}); lower it or raise"
+                    " gpu.memoryGib.min",
+                )
+            ]
+        return []
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> StackConfig:
+        problems = self.rule_problems()
+        if problems:
+            raise ConfigError([f"{NAMESPACE}:{key}: {message}" for key, message in problems])
+        return self
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> StackConfig:
