@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
+from components.args import ComponentArgs
 from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
 from tts_fleet.config.gpu import instance_requirements
@@ -69,9 +69,7 @@ def managed_instances_provider(
     }
 
 
-class GpuCapacityArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class GpuCapacityArgs(ComponentArgs):
     gpu: GpuConfig
     host_idle_seconds: int
     vpc_id: str | pulumi.Output[str]

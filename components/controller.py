@@ -23,15 +23,13 @@ from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
 import tts_fleet
+from components.args import ComponentArgs, StrInput
 from components.iam import trust_policy
-from tts_fleet.config.models import ScalingConfig
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
 from tts_fleet.scaling.controller import ControllerParams
-from tts_fleet.scaling.physics import DEFAULT_PROFILE
 
 RUNTIME = "python3.12"
 # Sampling stops after 50 s (settings.SAMPLING_BUDGET_S); the rest is for the last calls.
@@ -46,8 +44,6 @@ MAX_EVENT_AGE_SECONDS = 60
 CODE_PACKAGES = ("scaling", "controller")
 # Lambda function names: letters, digits, '-' and '_', at most 64 characters.
 _FUNCTION_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
-
-StrInput = str | pulumi.Output
 
 
 def function_name(project: str, stack: str) -> str:
@@ -66,19 +62,6 @@ def service_arn(cluster_arn: str, cluster: str, service: str) -> str:
     """`arn:<partition>:ecs:<region>:<account>:service/<cluster>/<service>`."""
     _, partition, _, region, account = cluster_arn.split(":")[:5]
     return f"arn:{partition}:ecs:{region}:{account}:service/{cluster}/{service}"
-
-
-def controller_params(scaling: ScalingConfig, concurrency: int) -> ControllerParams:
-    """The policy's parameters for a deployed stack: its scaling config, and the timings the
-    simulator models a default stack with (tts_fleet/scaling/physics.py DEFAULT_PROFILE)."""
-    return ControllerParams.from_config(
-        scaling,
-        cold_start_s=DEFAULT_PROFILE.cold_task_s,
-        seconds_per_job=DEFAULT_PROFILE.batching.seconds_per_job(concurrency),
-        concurrency=concurrency,
-        cold_start_work=scaling.cold_start_work,
-        host_idle_seconds=scaling.host_idle_seconds,
-    )
 
 
 def code_archive(root: Path | None = None) -> pulumi.AssetArchive:
@@ -143,9 +126,7 @@ def dashboard_widget(stack: str) -> tuple[str, list[list], str]:
     return "Scaling controller: its decisions, 10-s samples", lines, "Maximum"
 
 
-class ScalingControllerArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class ScalingControllerArgs(ComponentArgs):
     stack: str
     function_name: str
     params: ControllerParams

@@ -14,11 +14,11 @@ import re
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
-from components.controller import dashboard_widget as controller_widget
+from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.config.models import AlertsConfig
+from tts_fleet.scaling.alarms import PERIOD_S
 from worker.metrics import (
     AUDIO_SECONDS,
     JOBS_COMPLETED,
@@ -31,18 +31,18 @@ from worker.metrics import NAMESPACE as WORKER_NAMESPACE
 
 COST_TAG_KEY = "tts-fleet:stack"
 BUDGET_THRESHOLDS_PERCENT = (80, 100)
-PERIOD_SECONDS = 60
+PERIOD_SECONDS = int(PERIOD_S)  # the queue's metrics, as the scaling alarms read them
 # CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 characters.
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
 _DASHBOARD_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
 PUBLISHERS = ("cloudwatch.amazonaws.com", "budgets.amazonaws.com")
 
-StrInput = str | pulumi.Output
+
+# One dashboard graph: (title, metric lines, statistic).
+Widget = tuple[str, list[list], str]
 
 
-class ObservabilityArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class ObservabilityArgs(ComponentArgs):
     stack: str
     region: StrInput
     queue_name: StrInput
@@ -50,7 +50,8 @@ class ObservabilityArgs(BaseModel):
     cluster_name: StrInput
     service_name: StrInput
     alerts: AlertsConfig
-    controller: bool = False  # scaling.mode controller: graph its decisions too
+    # What the scaling mode adds to the dashboard (controller mode: its decisions), or None.
+    scaling_widget: Widget | None = None
     # The stack's account and partition as Platform looked them up once (else looked up here).
     account_id: StrInput | None = None
     partition: StrInput | None = None
@@ -94,7 +95,7 @@ def dashboard_body(
     cluster: str,
     service: str,
     stack: str,
-    controller: bool = False,
+    scaling_widget: Widget | None = None,
 ) -> str:
     """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
 
@@ -134,8 +135,8 @@ def dashboard_body(
             [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", dlq, {"label": "DLQ"}],
         ], "Maximum"),
     ]  # fmt: skip
-    if controller:  # what the scaling controller decided, beside what ECS then ran
-        widgets.insert(2, controller_widget(stack))
+    if scaling_widget is not None:  # e.g. what the controller decided, beside what ECS ran
+        widgets.insert(2, scaling_widget)
     return json.dumps(
         {
             "widgets": [
@@ -272,7 +273,9 @@ class Observability(pulumi.ComponentResource):
             dashboard_body=pulumi.Output.all(
                 args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
             ).apply(
-                lambda values: dashboard_body(*values, stack=args.stack, controller=args.controller)
+                lambda values: dashboard_body(
+                    *values, stack=args.stack, scaling_widget=args.scaling_widget
+                )
             ),
             opts=child,
         )

@@ -17,8 +17,9 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from components.args import ComponentArgs
 from components.iam import same_account_condition, trust_policy
 from components.service_policies import (
     CONTAINER_NAME,
@@ -66,9 +67,7 @@ def worker_environment(
     return [{"name": k, "value": v} for k, v in values.items()]
 
 
-class WorkerServiceArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class WorkerServiceArgs(ComponentArgs):
     worker: WorkerConfig
     queue: QueueConfig
     gpu_count: int = Field(ge=1)

@@ -19,8 +19,9 @@ from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from components.args import ComponentArgs
 from components.iam import deny_insecure_transport
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 
@@ -28,9 +29,7 @@ from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 ABORT_MULTIPART_DAYS = 1
 
 
-class OutputBucketArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class OutputBucketArgs(ComponentArgs):
     expire_days: int = Field(ge=0)
     on_destroy: Literal["retain", "delete"] = "retain"
     reader_policy: bool = False

@@ -23,6 +23,7 @@ import pytest
 from components import controller as component
 from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks
 from tests.lib.stack_support import PREBUILT, run_platform
+from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
 from tts_fleet.scaling.controller import ControllerParams
@@ -52,6 +53,7 @@ def test_controller_mode_adds_the_function_and_keeps_only_the_safety_net() -> No
     assert lam - alarms == Counter(
         {
             "tts-fleet:controller:ScalingController": 1,
+            "tts-fleet:autoscaling:SafetyNet": 1,
             FUNCTION: 1,
             "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": 1,
             "aws:scheduler/schedule:Schedule": 1,
@@ -61,7 +63,9 @@ def test_controller_mode_adds_the_function_and_keeps_only_the_safety_net() -> No
         }
     )
     # The two step policies and their alarms become one safety-net policy and alarm.
-    assert alarms - lam == Counter({SCALING_POLICY: 1, ALARM: 1})
+    assert alarms - lam == Counter(
+        {"tts-fleet:autoscaling:StepScaling": 1, SCALING_POLICY: 1, ALARM: 1}
+    )
 
 
 def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
@@ -203,7 +207,7 @@ def test_the_function_runs_one_at_a_time_with_its_settings_from_the_config() -> 
         service="tts-worker-service",
         bucket="tts-outputs-bucket",
         stack="dev",
-        params=component.controller_params(cfg.scaling, cfg.worker.concurrency),
+        params=topology.controller_params(cfg),
     )
     assert (settings.params.max_workers, settings.params.cold_start_work) == (9, 1.5)
     logs = named(mocks, "aws:cloudwatch/logGroup:LogGroup", "tts-controller-logs")

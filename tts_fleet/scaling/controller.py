@@ -19,6 +19,10 @@ from tts_fleet.scaling.bands import ScalingParams, outstanding
 SAMPLE_INTERVAL_S = 10.0
 # Recent idle gaps kept for the learned idle window.
 MAX_GAPS = 8
+# Minutes of stranded work (jobs visible, no task running or wanted) before the safety-net
+# alarm starts a worker (components/autoscaling.py). The controller reacts within seconds, so
+# three minutes means it is not running.
+SAFETY_NET_MINUTES = 3
 
 
 @dataclass(frozen=True)
