@@ -11,7 +11,7 @@ import pulumi
 from pydantic import BaseModel, ConfigDict
 
 # A plain string or another resource's output.
-StrInput = str | pulumi.Output
+StrInput = str | pulumi.Output[str]
 
 
 class ComponentArgs(BaseModel):

@@ -28,7 +28,13 @@ import pulumi_aws as aws
 from components.args import ComponentArgs, StrInput
 from tts_fleet.config.models import ScalingConfig
 from tts_fleet.scaling.alarms import PERIOD_S, POLICY_COOLDOWN_S
-from tts_fleet.scaling.bands import IDLE_THRESHOLD, SCALE_OUT_THRESHOLD, BandPlan, bands
+from tts_fleet.scaling.bands import (
+    IDLE_THRESHOLD,
+    OUTSTANDING_EXPRESSION,
+    SCALE_OUT_THRESHOLD,
+    BandPlan,
+    bands,
+)
 from tts_fleet.scaling.controller import SAFETY_NET_MINUTES
 
 # SQS publishes queue metrics to CloudWatch at 1-minute granularity: the alarms' period.
@@ -40,6 +46,9 @@ POLICY_COOLDOWN_SECONDS = int(POLICY_COOLDOWN_S)
 # The type token stack state has held since the target and the policies were one component
 # (QueueAutoscaling): kept, so existing stacks' target and schedules keep their URNs.
 TARGET_TYPE = "tts-fleet:autoscaling:QueueAutoscaling"
+
+MetricQuery = aws.cloudwatch.MetricAlarmMetricQueryArgsDict
+Step = aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgsDict
 STRANDED = "IF(visible >= 1 AND FILL(running, 0) == 0 AND FILL(desired, 0) == 0, 1, 0)"
 
 
@@ -49,13 +58,13 @@ class ScalableTargetArgs(ComponentArgs):
     scaling: ScalingConfig
 
 
-def outstanding_queries(queue_name: pulumi.Input[str]) -> list[dict]:
+def outstanding_queries(queue_name: pulumi.Input[str]) -> list[MetricQuery]:
     """Metric math: outstanding = visible + in flight (DESIGN §4). Only the sum returns data.
 
     Counting in-flight messages keeps the fleet from shrinking under running jobs.
     """
 
-    def metric(query_id: str, metric_name: str) -> dict:
+    def metric(query_id: str, metric_name: str) -> MetricQuery:
         return {
             "id": query_id,
             "return_data": False,
@@ -73,7 +82,7 @@ def outstanding_queries(queue_name: pulumi.Input[str]) -> list[dict]:
         metric("notVisible", "ApproximateNumberOfMessagesNotVisible"),
         {
             "id": "outstanding",
-            "expression": "visible + notVisible",
+            "expression": OUTSTANDING_EXPRESSION,
             "label": "Outstanding jobs",
             "return_data": True,
         },
@@ -84,12 +93,14 @@ def stranded_queries(
     queue_name: pulumi.Input[str],
     cluster_name: pulumi.Input[str],
     service_name: pulumi.Input[str],
-) -> list[dict]:
+) -> list[MetricQuery]:
     """Metric math: 1 while jobs are visible and the service has no task running and none
     wanted, else 0. Container Insights (on for the cluster, components/capacity.py) gives
     the task counts; FILL counts a minute without a task datapoint as zero tasks."""
 
-    def metric(query_id: str, namespace: str, metric_name: str, dimensions: dict) -> dict:
+    def metric(
+        query_id: str, namespace: str, metric_name: str, dimensions: dict[str, pulumi.Input[str]]
+    ) -> MetricQuery:
         return {
             "id": query_id,
             "return_data": False,
@@ -117,16 +128,18 @@ def stranded_queries(
     ]  # fmt: skip
 
 
-def step_adjustments(plan: BandPlan) -> list[dict]:
+def step_adjustments(plan: BandPlan) -> list[Step]:
     """`bands()` as StepScaling adjustments; bounds are strings in the provider schema."""
-    return [
-        {
+    steps: list[Step] = []
+    for band in plan.bands:
+        step: Step = {
             "metric_interval_lower_bound": str(band.lower),
-            **({} if band.upper is None else {"metric_interval_upper_bound": str(band.upper)}),
             "scaling_adjustment": band.capacity,
         }
-        for band in plan.bands
-    ]
+        if band.upper is not None:  # the top band is open-ended
+            step["metric_interval_upper_bound"] = str(band.upper)
+        steps.append(step)
+    return steps
 
 
 class ScalableTarget(pulumi.ComponentResource):
@@ -200,7 +213,7 @@ def _step_policy(
     owner: pulumi.Resource,
     name: str,
     args: ModeArgs,
-    steps: list[dict],
+    steps: list[Step],
     after: list[pulumi.Resource],
 ) -> aws.appautoscaling.Policy:
     target = args.target.target
@@ -236,7 +249,9 @@ class StepScaling(pulumi.ComponentResource):
         scale_out = _step_policy(self, f"{name}-scale-out", args, step_adjustments(bands(cfg)), [])
         # metric - threshold = outstanding <= 0: one step up to 0 (inclusive below the
         # threshold); a step cannot leave both bounds open.
-        idle_steps = [{"metric_interval_upper_bound": "0", "scaling_adjustment": cfg.min_workers}]
+        idle_steps: list[Step] = [
+            {"metric_interval_upper_bound": "0", "scaling_adjustment": cfg.min_workers}
+        ]
         idle = _step_policy(self, f"{name}-idle", args, idle_steps, [scale_out])
         queries = outstanding_queries(args.queue_name)
         scale_out_alarm = aws.cloudwatch.MetricAlarm(
@@ -292,7 +307,7 @@ class SafetyNet(pulumi.ComponentResource):
     ) -> None:
         super().__init__("tts-fleet:autoscaling:SafetyNet", name, None, opts)
         floor = max(1, args.scaling.min_workers)
-        steps = [{"metric_interval_lower_bound": "0", "scaling_adjustment": floor}]
+        steps: list[Step] = [{"metric_interval_lower_bound": "0", "scaling_adjustment": floor}]
         policy = _step_policy(self, f"{name}-safety-net", args, steps, [])
         alarm = aws.cloudwatch.MetricAlarm(
             f"{name}-safety-net",

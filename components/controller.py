@@ -70,7 +70,7 @@ def code_archive(root: Path | None = None) -> pulumi.AssetArchive:
     files = [base / "__init__.py"]
     for package in CODE_PACKAGES:
         files += sorted((base / package).glob("*.py"))
-    assets = {
+    assets: dict[str, pulumi.Asset | pulumi.Archive] = {
         f"tts_fleet/{p.relative_to(base).as_posix()}": pulumi.FileAsset(str(p)) for p in files
     }
     return pulumi.AssetArchive(assets)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -19,6 +20,7 @@ from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.config.models import AlertsConfig
 from tts_fleet.scaling.alarms import PERIOD_S
+from tts_fleet.scaling.bands import OUTSTANDING_EXPRESSION
 from worker.metrics import (
     AUDIO_SECONDS,
     JOBS_COMPLETED,
@@ -39,7 +41,7 @@ PUBLISHERS = ("cloudwatch.amazonaws.com", "budgets.amazonaws.com")
 
 
 # One dashboard graph: (title, metric lines, statistic).
-Widget = tuple[str, list[list], str]
+Widget = tuple[str, list[list[Any]], str]
 
 
 class ObservabilityArgs(ComponentArgs):
@@ -70,7 +72,7 @@ def dashboard_url(region: str, name: str) -> str:
     )
 
 
-def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dict:
+def _widget(index: int, title: str, metrics: list[list[Any]], *, stat: str, region: str) -> dict:
     return {
         "type": "metric",
         "x": 12 * (index % 2),
@@ -83,7 +85,8 @@ def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dic
             "stacked": False,
             "period": PERIOD_SECONDS,
             "metrics": metrics,
-            **extra,
+            "stat": stat,
+            "region": region,
         },
     }
 
@@ -105,9 +108,9 @@ def dashboard_body(
     sqs, ecs, own = "AWS/SQS", "ECS/ContainerInsights", WORKER_NAMESPACE
     task = ("ClusterName", cluster, "ServiceName", service)
     mine = (STACK_DIMENSION, stack)
-    widgets = [
+    widgets: list[Widget] = [
         ("Outstanding jobs (visible + in flight)", [
-            [{"expression": "visible + notVisible", "label": "Outstanding", "id": "outstanding"}],
+            [{"expression": OUTSTANDING_EXPRESSION, "label": "Outstanding", "id": "outstanding"}],
             [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", queue, {"id": "visible"}],
             [sqs, "ApproximateNumberOfMessagesNotVisible", "QueueName", queue,
              {"id": "notVisible"}],
@@ -273,8 +276,8 @@ class Observability(pulumi.ComponentResource):
             dashboard_body=pulumi.Output.all(
                 args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
             ).apply(
-                lambda values: dashboard_body(
-                    *values, stack=args.stack, scaling_widget=args.scaling_widget
+                lambda v: dashboard_body(
+                    v[0], v[1], v[2], v[3], v[4], args.stack, args.scaling_widget
                 )
             ),
             opts=child,

@@ -563,6 +563,10 @@ RENAMED: dict[tuple[str, ...], str] = {
 }
 
 
+def _key(section: str, loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    return (section, *map(str, loc))
+
+
 def _format_errors(section: str, model: type[_Section], error: ValidationError) -> list[str]:
     lines: list[str] = []
     for item in error.errors():
@@ -570,8 +574,8 @@ def _format_errors(section: str, model: type[_Section], error: ValidationError) 
         if item["type"] == "config_rules":
             for field, message in item["ctx"]["problems"]:
                 lines.append(f"{base}.{field}: {message}")
-        elif item["type"] == "extra_forbidden" and (section, *item["loc"]) in RENAMED:
-            lines.append(f"{base}: {RENAMED[(section, *item['loc'])]}")
+        elif item["type"] == "extra_forbidden" and _key(section, item["loc"]) in RENAMED:
+            lines.append(f"{base}: {RENAMED[_key(section, item['loc'])]}")
         elif item["type"] == "extra_forbidden":
             leaf = str(item["loc"][-1])
             known = _known_fields(model, item["loc"][:-1])

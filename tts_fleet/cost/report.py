@@ -42,13 +42,15 @@ class Prices:
 
     @property
     def assumptions(self) -> dict[str, float]:
-        return self.meta["assumptions"]
+        assumptions: dict[str, float] = self.meta["assumptions"]
+        return assumptions
 
 
 @cache
 def _document() -> dict[str, Any]:
     text = resources.files("tts_fleet.cost").joinpath("data/prices.json").read_text()
-    return json.loads(text)
+    document: dict[str, Any] = json.loads(text)
+    return document
 
 
 def load_prices(region: str = BASE_REGION) -> Prices:

@@ -45,6 +45,11 @@ def outstanding(visible: int, in_flight: int) -> int:
     return visible + in_flight
 
 
+# outstanding() as CloudWatch metric math over the queries with ids `visible` and
+# `notVisible` (the alarms' metric and the dashboard's graph of it).
+OUTSTANDING_EXPRESSION = "visible + notVisible"
+
+
 @dataclass(frozen=True)
 class Scaling:
     """A plain ScalingParams for callers without a stack config (the simulator's setups);
