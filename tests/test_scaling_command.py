@@ -148,8 +148,10 @@ def test_bad_values_name_the_key_one_line_each() -> None:
 
 
 def test_the_band_report_is_typed_and_prints_as_the_json_document() -> None:
-    cfg = StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling.model_copy(
-        update={"mode": "alarms"}
+    cfg = (
+        StackFile.load(ROOT / "Pulumi.prod.yaml")
+        .config()
+        .scaling.model_copy(update={"mode": "alarms"})
     )
     data = report("prod", cfg)
     plan = bands(cfg)

@@ -112,7 +112,7 @@ def test_alarms_cooldown_holds_a_scale_in_for_one_evaluation() -> None:
 
 def test_simulate_compare_lists_the_named_policies() -> None:
     result = CliRunner().invoke(cli, [
-        "simulate", "--trace", "burst:200", "--profile", "seed", "--max-workers", "20",
+        "simulate", "--trace", "burst:200", "--timing", "seed", "--max-workers", "20",
         "--concurrency", "1", "--compare", "keda,controller,aws-sample", "--json",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
