@@ -126,7 +126,8 @@ def test_batching_flags_replace_the_profile_assumption() -> None:
 def test_the_timing_profile_is_timing_and_profile_is_the_aws_profile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # Set here so that the command's change is undone after the test.
+    monkeypatch.setenv("AWS_PROFILE", "before")
     code, output = invoke("--trace", "burst:50", "--timing", "seed", "--json")
     assert code == 0, output
     assert json.loads(output)["profile"] == "seed"
