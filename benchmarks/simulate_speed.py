@@ -36,7 +36,7 @@ def best_of(work: Callable[[], object]) -> float:
 def main() -> int:
     rates = rates_for(StackConfig())
     profile = PROFILES["seed"]
-    wide = stack_policy(ScalingConfig(max_workers=200, host_idle_seconds=300, mode="alarms"), 1)
+    wide = stack_policy(ScalingConfig(max_workers=200, mode="alarms"), 1)
     burst = parse_trace("burst:100000")
     diurnal = parse_trace("diurnal:20:7", seed=1)
     sparse = parse_trace("sparse:7:8")

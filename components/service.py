@@ -2,7 +2,8 @@
 
 One container runs vLLM-Omni (the model server on 127.0.0.1:SPEECH_PORT) and the worker
 (`worker/entrypoint.sh`). The service starts at desired count 0 and ignores `desiredCount`
-afterwards: QueueAutoscaling owns it, and `pulumi up` must not reset a running fleet to 0.
+afterwards: the scaling mode owns it (the controller or the step policy), and `pulumi up`
+must not reset a running fleet to 0.
 
 `force_new_deployment` is on: changing `gpu.capacityType` replaces the capacity provider, so
 the service's capacity provider strategy changes, and the ECS provider under pulumi-aws
@@ -139,7 +140,7 @@ class WorkerService(pulumi.ComponentResource):
             propagate_tags="SERVICE",
             enable_ecs_managed_tags=True,
             force_new_deployment=True,
-            # QueueAutoscaling owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
+            # The scaling mode owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCount"]),
         )
         self.service_name = service.name

@@ -1,4 +1,5 @@
-"""QueueAutoscaling under recording mocks, built from the stack config entry point.
+"""ScalableTarget and StepScaling (the alarms mode) under recording mocks, built from the
+stack config entry point.
 
 What a mock cannot prove: that Application Auto Scaling and CloudWatch accept these requests
 (step bounds, metric math, alarm actions); that is `pulumi preview`/`up` against AWS. These

@@ -113,7 +113,7 @@ def floor_lines(
 
 
 def _controller_lines(cfg: StackConfig, prices: Prices) -> list[Line]:
-    """`lambda` mode's idle bill: a run a minute that samples once, and its metrics."""
+    """Controller mode's idle bill: a run a minute that samples once, and its metrics."""
     functions = topology.controller_functions(cfg)
     if not functions:
         return []

@@ -2,7 +2,7 @@
 
 What a deployed stack runs in AWS, in one object: CloudWatch reduces `outstanding` to one
 Maximum datapoint per 1-minute period and publishes it `lag_s` after the period ends; every
-minute both alarms evaluate what is published (`policy.AlarmModel`); Application Auto Scaling
+minute both alarms evaluate what is published (`bands.AlarmModel`); Application Auto Scaling
 sets the step's ExactCapacity, clamped to the scalable target's [minWorkers, maxWorkers].
 
 `tts_fleet.scaling.policy.AlarmsPolicy` wraps it in the one `Policy` interface, which the
