@@ -83,10 +83,13 @@ class PolicyScaler:
 
     protects_busy = True
 
-    def __init__(self, policy: Policy, *, visible_only: bool = False) -> None:
+    def __init__(
+        self, policy: Policy, *, visible_only: bool = False, woken_by_submit: bool = False
+    ) -> None:
         self.policy = policy
         self.period_s = policy.period_s
         self.visible_only = visible_only
+        self.woken_by_submit = woken_by_submit
         self.reason = ""  # the last decision's reason (controller mode)
 
     def observe(self, now: float, visible: int, in_flight: int) -> None:
@@ -104,8 +107,8 @@ class PolicyScaler:
         return self.policy.settled()
 
     def wake(self, arrival: float) -> float:
-        if isinstance(self.policy, ControllerPolicy):
-            return arrival + INVOKE_LATENCY_S  # woken by `tts-fleet submit`
+        if self.woken_by_submit:
+            return arrival + INVOKE_LATENCY_S
         return math.floor(arrival / self.period_s) * self.period_s  # the next evaluation
 
 
@@ -355,7 +358,8 @@ def make_scaler(policy: PolicySetup, profile: Profile) -> Scaler:
         )
         return PolicyScaler(alarms, visible_only=mode == "seed")
     if mode == "controller":
-        return PolicyScaler(ControllerPolicy(controller_params(policy, profile)))
+        controller = ControllerPolicy(controller_params(policy, profile))
+        return PolicyScaler(controller, woken_by_submit=True)
     if mode == "keda":
         return KedaScaler(policy)
     if mode == "sagemaker":
