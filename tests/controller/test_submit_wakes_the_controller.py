@@ -102,7 +102,7 @@ def test_a_stack_without_a_controller_is_not_invoked(
     stack_outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     values = json.loads(stack_outputs.read_text())
-    del values[outputs.CONTROLLER_FUNCTION_ARN]  # scaling.controller: alarms exports none
+    del values[outputs.CONTROLLER_FUNCTION_ARN]  # scaling.mode: alarms exports none
     stack_outputs.write_text(json.dumps(values))
     lam = Recorder()
     fake_lambda(monkeypatch, lam)
