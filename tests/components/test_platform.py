@@ -204,6 +204,7 @@ def test_main_exports_the_stack_outputs() -> None:
         "controllerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:tts-fleet-dev-controller",
         "eventsQueueUrl": None,  # notifications.enabled is off in Pulumi.dev.yaml
         "eventsConsumerPolicyArn": None,
+        "maxTextChars": 20000,
     }
 
 

@@ -30,10 +30,6 @@ NEXT_STEPS = (
 )
 
 
-def register(group: click.Group) -> None:
-    group.add_command(local)
-
-
 @click.command()
 @click.option("--demo", type=click.IntRange(1, 10_000), help="Submit N built-in sample texts.")
 @click.option(

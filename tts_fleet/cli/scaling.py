@@ -17,7 +17,13 @@ from typing import Any
 
 import click
 
-from tts_fleet.cli.options import scaling_override_flags, scaling_overrides
+from tts_fleet.cli.options import (
+    json_flag,
+    project_dir_option,
+    scaling_override_flags,
+    scaling_overrides,
+    stack_file_option,
+)
 from tts_fleet.cli.simulation import bad_input
 from tts_fleet.config.models import ConfigError, ScalingConfig, StackConfig
 from tts_fleet.config.stack_file import stack_config
@@ -26,10 +32,6 @@ from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
 from tts_fleet.scaling.controller import SAFETY_NET_MINUTES, SAMPLE_INTERVAL_S, ControllerParams
 from tts_fleet.scaling.policy import MODES
-
-
-def register(group: click.Group) -> None:
-    group.add_command(scaling)
 
 
 @dataclass(frozen=True)
@@ -244,17 +246,11 @@ def resolve(
 
 
 @click.command()
-@click.option("--stack", help="Read tts-fleet:scaling from Pulumi.<stack>.yaml.")
-@click.option(
-    "--project-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Where the stack files are.",
-)
+@stack_file_option("Read tts-fleet:scaling from Pulumi.<stack>.yaml.")
+@project_dir_option()
 @scaling_override_flags
 @click.option("--mode", type=click.Choice(MODES), help="Override scaling.mode.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_flag()
 def scaling(
     stack: str | None, project_dir: Path, mode: str | None, as_json: bool, **flags: int | None
 ) -> None:

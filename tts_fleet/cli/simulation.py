@@ -22,10 +22,13 @@ from tts_fleet.cli import look
 from tts_fleet.cli.errors import BadInput
 from tts_fleet.cli.options import (
     aws_flags,
+    json_flag,
+    project_dir_option,
     scaling_override_flags,
     scaling_overrides,
-    use_aws_settings,
+    stack_file_option,
 )
+from tts_fleet.client.aws import AwsSettings
 from tts_fleet.config.models import ConfigError, StackConfig
 from tts_fleet.config.stack_file import stack_config, stack_region
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
@@ -38,12 +41,6 @@ from tts_fleet.sim.model import MODES, PolicySetup, peer_policy, stack_policy
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(simulate_cmd)
-    group.add_command(advise_cmd)
-    group.add_command(cost_cmd)
 
 
 def bad_input(problems: list[str]) -> BadInput:
@@ -111,25 +108,38 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * scale
 
 
-def load_trace(spec: str, seed: int, stack: str | None, days: float, queue: str | None) -> Trace:
+def aws(params: dict[str, Any]) -> AwsSettings:
+    """--region / --profile (for --trace cloudwatch), as given."""
+    return AwsSettings(params.get("region"), params.get("profile"))
+
+
+def load_trace(
+    spec: str,
+    seed: int,
+    stack: str | None,
+    days: float,
+    queue: str | None,
+    settings: AwsSettings | None = None,
+) -> Trace:
     if spec != "cloudwatch":
         return parse_trace(spec, seed)
     if queue is None and stack is None:
         raise TraceError("--trace cloudwatch needs --stack S (its queueUrl output) or --queue-name")
     if queue is None:
-        from tts_fleet.client.stack import OUTPUT_QUEUE_URL, StackError, stack_outputs
+        from tts_fleet.client.stack import StackError, stack_outputs
+        from tts_fleet.config.outputs import QUEUE_URL
 
         try:
             outputs = stack_outputs(stack or "")
         except StackError as error:
             raise TraceError(str(error)) from None
-        queue = str(outputs.get(OUTPUT_QUEUE_URL, "")).rsplit("/", 1)[-1]
+        queue = str(outputs.get(QUEUE_URL, "")).rsplit("/", 1)[-1]
         if not queue:
-            raise TraceError(f"stack {stack} has no {OUTPUT_QUEUE_URL} output; deploy it first")
-    from tts_fleet.client.aws import NoRegion, client_for  # AWS_REGION honoured, as everywhere
+            raise TraceError(f"stack {stack} has no {QUEUE_URL} output; deploy it first")
+    from tts_fleet.client.aws import NoRegion, client_for
 
     try:
-        cloudwatch = client_for("cloudwatch")
+        cloudwatch = client_for("cloudwatch", settings)
     except NoRegion as error:
         raise TraceError(str(error)) from None
     return cloudwatch_arrivals(cloudwatch, queue, days)
@@ -145,10 +155,9 @@ def _common(func: Any) -> Any:
                      default="default", show_default=True,
                      help="Timing profile (tts_fleet/scaling/physics.py)."),
         *aws_flags(),
-        click.option("--stack", help="Take config from Pulumi.<stack>.yaml (and, with "
-                     "--trace cloudwatch, the queue from its outputs)."),
-        click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
-                     default=Path("."), help="Where the stack files are."),
+        stack_file_option("Take config from Pulumi.<stack>.yaml (and, with --trace "
+                          "cloudwatch, the queue from its outputs)."),
+        project_dir_option(),
         scaling_override_flags,
         click.option("--concurrency", type=int, help="Worker slots (default: the stack's "
                      "worker.concurrency with --stack, else the profile's)."),
@@ -161,7 +170,7 @@ def _common(func: Any) -> Any:
         click.option("--queue-name", help="Queue for --trace cloudwatch (instead of --stack)."),
         click.option("--seed", type=int, default=0, show_default=True,
                      help="Random seed (random traces, host provisioning jitter)."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
+        json_flag(),
         click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write a PNG chart here."),
     ]  # fmt: skip
@@ -171,12 +180,11 @@ def _common(func: Any) -> Any:
 
 
 def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
-    use_aws_settings(o["region"], o["profile"])  # for --trace cloudwatch
     try:
         cfg = load_config(o["stack"], o["project_dir"], o)
         profile = with_batching(PROFILES[o["timing"]], o["job_seconds"], o["batch_alpha"])
         rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]) or BASE_REGION)
-        trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"])
+        trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], aws(o))
     except ConfigError as error:
         raise bad_input(error.problems) from None
     except (TraceError, CostError) as error:
@@ -251,12 +259,11 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
 
 
 @click.command("cost")
-@click.option("--stack", help="Read Pulumi.<stack>.yaml (default: the config defaults).")
-@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("."), help="Where the stack files are.")  # fmt: skip
+@stack_file_option("Read Pulumi.<stack>.yaml (default: the config defaults).")
+@project_dir_option()
 @click.option("--outputs-per-day", type=float, default=1000.0, show_default=True,
               help="For the S3 storage of outputs (retained expireDays).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_flag()
 def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_json: bool) -> None:
     """The idle floor per month for each network mode, and the cost per GPU hour."""
     try:

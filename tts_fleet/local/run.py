@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tts_fleet.client.stack import ENV_BUCKET, ENV_DLQ_URL, ENV_QUEUE_URL
 from tts_fleet.config.models import StackConfig
 from tts_fleet.config.stack_file import StackFile, with_overrides
 from tts_fleet.local import emulator as local_aws
@@ -300,9 +301,9 @@ class LocalRun:
         """What another terminal needs to `tts-fleet submit` to this run."""
         return {
             **self.aws.env(),
-            "TTS_FLEET_QUEUE_URL": self.aws.queue_url,
-            "TTS_FLEET_DLQ_URL": self.aws.dlq_url,
-            "TTS_FLEET_BUCKET": self.aws.bucket,
+            ENV_QUEUE_URL: self.aws.queue_url,
+            ENV_DLQ_URL: self.aws.dlq_url,
+            ENV_BUCKET: self.aws.bucket,
         }
 
 
