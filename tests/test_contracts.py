@@ -38,7 +38,7 @@ from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
-from worker.heartbeat import Task
+from worker.held import HeldMessage
 from worker.jobs import Job
 from worker.loop import Worker
 from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
@@ -186,7 +186,7 @@ def _run_worker_on(sqs: Any, s3: Any, settings: Settings, bodies: list[str]) -> 
     metrics = Metrics(io.StringIO())
     worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)  # type: ignore[arg-type]
     for message in messages:
-        worker._process(Task(message))
+        worker.handler(HeldMessage(message), worker.consumer)
 
 
 @pytest.fixture

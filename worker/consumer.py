@@ -37,6 +37,10 @@ RECEIVE_POLL_SECONDS = 0.1
 SLOT_POLL_SECONDS = 0.2
 # After a failed or (with short polls) empty receive: not a spin against the queue.
 RECEIVE_PAUSE_SECONDS = 1.0
+# What each message is received with (worker/held.py reads them): the attempt, for counting
+# and backoff; the send time, for ordering an edited job; the sending IAM identity, recorded in
+# the job's manifest or failure record.
+SYSTEM_ATTRIBUTES = ("ApproximateReceiveCount", "SentTimestamp", "SenderId")
 
 
 class Control(Protocol):
@@ -209,9 +213,9 @@ class Consumer:
                 MaxNumberOfMessages=wanted,
                 WaitTimeSeconds=self.poll_wait,
                 VisibilityTimeout=self.settings.visibility_timeout,
-                # AttributeNames (deprecated for MessageSystemAttributeNames) works with every
-                # boto3 that requirements.txt allows, and with the older ones too.
-                AttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
+                # System attributes, set by SQS, never by the sender: MessageSystemAttributeNames
+                # (boto3 >= 1.34.101; requirements.txt asks for more) replaces AttributeNames.
+                MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
                 MessageAttributeNames=["All"],
             )
             return list(answer.get("Messages", []))

@@ -143,6 +143,7 @@ class TtsHandler:
             request_hash=job.request_hash(self.settings.speech_model),
             sent_at_ms=sent,
             message_id=held.message_id,
+            sender_id=held.sender_id,
         )
         with held.writing() as allowed:
             if allowed:
@@ -190,6 +191,7 @@ class TtsHandler:
             worker=self.settings.worker_id,
             failed_at=now_iso(),
             request_digest=job.digest() if job is not None else None,
+            sender_id=held.sender_id,
         )
         reason = sqs_text(f"{error}: {detail}", MAX_ERROR_ATTRIBUTE_BYTES)
         try:

@@ -67,6 +67,12 @@ class HeldMessage:
         return str(self.message["MessageId"])
 
     @property
+    def sender_id(self) -> str | None:
+        """SQS SenderId: the IAM identity that sent the message (set by SQS, not the sender)."""
+        sender = self.message.get("Attributes", {}).get("SenderId")
+        return str(sender) if sender else None
+
+    @property
     def sent_ms(self) -> int | None:
         """SQS SentTimestamp, in milliseconds since the epoch, when the message carries it."""
         sent = self.message.get("Attributes", {}).get("SentTimestamp")
