@@ -24,7 +24,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tts_fleet.client.keys import is_job_id
+from worker.jobs import is_job_id
 
 TABLE_BOX = box.HEAVY_HEAD  # rich's default: the local summary (tts_fleet/local/view.py) has it too
 IDS_SHOWN = 20  # a line that lists ids (pending, missing, parts) lists at most this many

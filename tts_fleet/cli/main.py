@@ -69,7 +69,8 @@ COMMANDS: dict[str, CommandInfo] = {
     "scaling": CommandInfo(
         "tts_fleet.cli.scaling",
         "scaling",
-        "Show the step-scaling bands (outstanding jobs -> workers) a stack deploys.",
+        "Show how a stack sizes its fleet in its scaling.mode: the controller's parameters and "
+        "its safety net, or the step-scaling bands (outstanding jobs -> workers) of the alarms.",
     ),
     "preflight": CommandInfo(
         "tts_fleet.cli.preflight",

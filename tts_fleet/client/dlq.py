@@ -15,10 +15,9 @@ from urllib.parse import urlsplit
 from botocore.exceptions import ClientError
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.keys import is_job_id
 from tts_fleet.client.results import bucket_of, read_failure
 from tts_fleet.client.status import queue_counts
-from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key
+from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key, is_job_id
 
 RECEIVE_MAX_MESSAGES = 10  # ReceiveMessage MaxNumberOfMessages
 DELETE_BATCH_MAX_ENTRIES = 10
@@ -50,7 +49,6 @@ def failure_reasons(s3: Any, target: Target, letters: Sequence[DeadLetter]) -> l
     `error` attribute is the producer's to set on its own message."""
     reasons: dict[str, str | None] = {}
     for job_id in {letter.job_id for letter in letters if is_job_id(letter.job_id)}:
-        assert job_id is not None
         record, reason = read_failure(s3, target, job_id)
         reasons[job_id] = reason if record is not None and record.id == job_id else None
     return [replace(letter, failure=reasons.get(letter.job_id or "")) for letter in letters]

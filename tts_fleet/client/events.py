@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.keys import id_of_key
 from tts_fleet.client.results import (
     Digests,
     OutcomeCache,
@@ -33,7 +32,7 @@ from tts_fleet.client.results import (
     read_failure,
     read_manifest,
 )
-from worker.jobs import OUTPUTS_PREFIX
+from worker.jobs import OUTPUTS_PREFIX, job_id_of
 
 DONE: Final = "done"
 FAILED: Final = "failed"
@@ -59,7 +58,7 @@ def parse_event(body: str, prefix: str = "") -> Completion | None:
         return None
     if event.get("detail-type") != "Object Created" or not isinstance(key, str):
         return None
-    job_id = id_of_key(key, prefix)
+    job_id = job_id_of(key, prefix)
     if job_id is None:
         return None
     return Completion(job_id, DONE if key.startswith(prefix + OUTPUTS_PREFIX) else FAILED)

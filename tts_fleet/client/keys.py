@@ -3,7 +3,8 @@
 The bucket is untrusted input (issue 20): the worker's task role, and any principal in the
 account with broad S3 write, can put any key under `outputs/`, including `outputs/../../x.json`
 or a manifest whose `audio_key` names another file. Every id the client turns into a local
-path or an S3 key passes `is_job_id`, every manifest `audio_format`, every write `inside`.
+path or an S3 key passes `worker.jobs.is_job_id` (the id pattern matched whole), every
+manifest `audio_format`, every write `inside`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from typing import get_args
 
 from worker.jobs import (
     AUDIO_HASH_CHARS,
-    ID_PATTERN,
     OUTPUTS_PREFIX,
     RECORD_SUFFIX,
     AudioFormat,
     Manifest,
+    is_job_id,
     job_id_of,
 )
 
-_ID = re.compile(ID_PATTERN)
 AUDIO_FORMATS: tuple[str, ...] = get_args(AudioFormat)
 # The output store's audio keys after `<prefix>outputs/<id>` (worker.jobs.audio_key): a first
 # synthesis's `.<format>`, a re-made job's `.<hash16>.<format>` (the hash is a hex digest).
@@ -32,22 +32,10 @@ _AUDIO_TAIL = re.compile(
 )
 
 
-def is_job_id(value: object) -> bool:
-    """Whether `value` is a job id: the contract's pattern matched in full (`re.match` with `$`
-    would also take a trailing newline)."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
-
-
-def id_of_key(key: str, prefix: str = "") -> str | None:
-    """The job id of a manifest's or failure record's key, None for any other key."""
-    job_id = job_id_of(key, prefix)
-    return job_id if is_job_id(job_id) else None
-
-
 def is_planted(key: str, prefix: str = "") -> bool:
     """A key laid out like a manifest or failure record (`<folder>….json`) whose name is no job
     id: someone other than the worker wrote it. Audio keys and other prefixes are not."""
-    return key.endswith(RECORD_SUFFIX) and id_of_key(key, prefix) is None
+    return key.endswith(RECORD_SUFFIX) and job_id_of(key, prefix) is None
 
 
 def audio_format(manifest: Manifest, job_id: str, prefix: str = "") -> str | None:

@@ -21,13 +21,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.keys import audio_format, id_of_key, inside, is_job_id, is_planted
+from tts_fleet.client.keys import audio_format, inside, is_planted
 from worker.jobs import (
     FAILURES_PREFIX,
     OUTPUTS_PREFIX,
     FailureRecord,
     Manifest,
     failure_key,
+    is_job_id,
+    job_id_of,
     manifest_key,
 )
 
@@ -45,7 +47,7 @@ def _json_etags(s3: Any, target: Target, folder: str) -> dict[str, str]:
     """id -> ETag of every record (<prefix><folder><id>.json) whose name is a job id."""
     etags = {}
     for item in list_objects(s3, bucket_of(target), f"{target.prefix}{folder}"):
-        job_id = id_of_key(item["Key"], target.prefix)
+        job_id = job_id_of(item["Key"], target.prefix)
         if job_id is not None:
             etags[job_id] = str(item.get("ETag", ""))
     return etags
@@ -217,7 +219,7 @@ def result_objects(
     untrusted = untrusted if untrusted is not None else {}
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
     listed = {item["Key"]: item for item in list_objects(s3, bucket_of(target), base + id_prefix)}
-    present = {job_id for key in listed if (job_id := id_of_key(key, target.prefix))}
+    present = {job_id for key in listed if (job_id := job_id_of(key, target.prefix))}
     if ids is None:
         for key in listed:
             if is_planted(key, target.prefix):
