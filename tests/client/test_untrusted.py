@@ -254,3 +254,20 @@ def test_a_path_is_inside_only_when_it_resolves_below_the_directory(tmp_path: Pa
     assert inside(tmp_path / "out", "a.wav") == tmp_path / "out" / "a.wav"
     for name in ("../a.wav", "/etc/passwd", "..", ".", "link/a.wav"):
         assert inside(tmp_path / "out", name) is None, name
+
+
+def test_a_redrive_deletes_failure_records_only_under_job_ids(stack: Stack) -> None:
+    """A dead-lettered body's id is its sender's: it names no record to delete unless it is
+    a job id."""
+    s3, sqs = boto3.client("s3"), boto3.client("sqs")
+    for job_id in ("../planted", "real"):
+        s3.put_object(Bucket=stack.bucket, Key=failure_key(job_id), Body=b"{}")
+        sqs.send_message(
+            QueueUrl=stack.dlq_url,
+            MessageBody=json.dumps({"id": job_id, "text": "t"}),
+            MessageAttributes={DLQ_ERROR_ATTRIBUTE: {"DataType": "String", "StringValue": "x"}},
+        )
+    code, report = run_json("dlq", "redrive", "--filter", "x")
+    assert code == 0 and report["moved"] == 2
+    left = s3.list_objects_v2(Bucket=stack.bucket, Prefix="failures/")["Contents"]
+    assert [item["Key"] for item in left] == [failure_key("../planted")]

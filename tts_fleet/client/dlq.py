@@ -257,7 +257,8 @@ class _Mover:
         self.report.moved += len(sent)
         self.report.duplicated += len(deleted.get("Failed", []))
         if self.on_moved is not None:
-            self.on_moved([d.job_id for d in map(_dead_letter, sent) if d.job_id])
+            # Only job ids name a failure record: a body's "id" is whatever its sender wrote.
+            self.on_moved([d.job_id for d in map(_dead_letter, sent) if is_job_id(d.job_id)])
 
 
 def _carried_attributes(message: dict[str, Any]) -> dict[str, Any]:
