@@ -25,7 +25,6 @@ MIN_SPLIT_CHARS = 100  # shorter pieces would cut mid-sentence almost every time
 PART_SEPARATOR = ".p"
 _PART_ID = re.compile(r"^(?P<base>.+)\.p(?P<index>\d{3,})$")
 MAX_ID_CHARS = 128
-_FILE_ID = "_file_id"  # the id a part manifest's file name gives it, beside what it says
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -68,8 +67,11 @@ def join_parts(directory: Path, expected: Iterable[str] | None = None) -> JoinRe
         part = source_of(job_id)
         if part is not None:
             wanted.setdefault(part[0], set()).add(part[1])
-    found = _part_manifests(directory)
-    for base in sorted(set(found) | set(wanted)):
+    found, refused = _part_manifests(directory)
+    for base in sorted(set(found) | set(wanted) | set(refused)):
+        if base in refused:
+            report.failed[base] = refused[base]
+            continue
         manifests = found.get(base, {})
         numbers = wanted.get(base) or set(range(1, max(manifests, default=0) + 1))
         missing = sorted(numbers - set(manifests))
@@ -85,10 +87,13 @@ def join_parts(directory: Path, expected: Iterable[str] | None = None) -> JoinRe
     return report
 
 
-def _part_manifests(directory: Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """base -> part number -> the manifest of `<base>.pNNN.json`, its "id" as its name says
-    (`_join_one` refuses a manifest that claims another)."""
+def _part_manifests(
+    directory: Path,
+) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, str]]:
+    """base -> part number -> the manifest of `<base>.pNNN.json`; and base -> why it is not
+    joined, for a manifest (it came from the bucket) whose "id" is not its file's."""
     found: dict[str, dict[int, dict[str, Any]]] = {}
+    refused: dict[str, str] = {}
     for path in directory.glob(f"*{PART_SEPARATOR}*.json"):
         part = source_of(path.stem)
         if part is None:
@@ -97,17 +102,18 @@ def _part_manifests(directory: Path) -> dict[str, dict[int, dict[str, Any]]]:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(manifest, dict):
-            found.setdefault(part[0], {})[part[1]] = {**manifest, _FILE_ID: path.stem}
-    return found
+        if not isinstance(manifest, dict):
+            continue
+        if manifest.get("id") != path.stem or not is_job_id(path.stem):
+            refused[part[0]] = f"{path.name} names id {manifest.get('id')!r}"
+        else:
+            found.setdefault(part[0], {})[part[1]] = manifest
+    return found, refused
 
 
 def _join_one(directory: Path, base: str, manifests: list[dict[str, Any]]) -> None:
-    """The manifests come from the bucket: each must name its own file's id and a format of
-    the contract, and every path read or written stays in `directory`."""
-    for manifest in manifests:
-        if manifest.get("id") != manifest[_FILE_ID] or not is_job_id(manifest["id"]):
-            raise ValueError(f"{manifest[_FILE_ID]}.json names id {manifest.get('id')!r}")
+    """The manifests name their own files' ids (`_part_manifests`); their format must be one
+    of the contract's, and every path read or written stays in `directory`."""
     formats = {_format_of(m) for m in manifests}
     if len(formats) != 1:
         raise ValueError(f"parts have different formats: {sorted(formats)}")
