@@ -69,7 +69,7 @@ COMMANDS: dict[str, CommandInfo] = {
     "scaling": CommandInfo(
         "tts_fleet.cli.scaling",
         "scaling",
-        "Show the step-scaling bands (outstanding jobs -> workers) a stack deploys.",
+        "Show how a stack sizes its fleet in its scaling.mode.",
     ),
     "preflight": CommandInfo(
         "tts_fleet.cli.preflight",
