@@ -38,8 +38,9 @@ from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
+from worker.consumer import SYSTEM_ATTRIBUTES
 from worker.held import HeldMessage
-from worker.jobs import Job
+from worker.jobs import FailureRecord, Job, Manifest, failure_key, manifest_key
 from worker.loop import Worker
 from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
 from worker.protection import Protection
@@ -179,7 +180,7 @@ def _run_worker_on(sqs: Any, s3: Any, settings: Settings, bodies: list[str]) -> 
     messages = sqs.receive_message(
         QueueUrl=settings.queue_url,
         MaxNumberOfMessages=10,
-        AttributeNames=["All"],
+        MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
         MessageAttributeNames=["All"],
     )["Messages"]
     assert len(messages) == len(bodies)
@@ -214,6 +215,18 @@ def test_the_worker_writes_only_where_the_task_role_may(
     assert len(written["keys"]) == 3  # audio, manifest, failure record
     for key in written["keys"]:
         assert any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns), (key, patterns)
+
+
+def test_the_manifest_and_the_failure_record_name_the_sender(written: dict[str, Any]) -> None:
+    s3, bucket = written["s3"], written["target"].bucket
+    manifest = Manifest.model_validate_json(
+        s3.get_object(Bucket=bucket, Key=manifest_key("done-1"))["Body"].read()
+    )
+    record = FailureRecord.model_validate_json(
+        s3.get_object(Bucket=bucket, Key=failure_key("bad-1"))["Body"].read()
+    )
+    assert manifest.sender_id
+    assert record.sender_id == manifest.sender_id
 
 
 def test_the_clients_readers_find_what_the_worker_wrote(written: dict[str, Any]) -> None:

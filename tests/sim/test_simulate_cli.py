@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
+from tts_fleet.client import aws
+from tts_fleet.client.aws import AwsSettings, NoRegion
 from tts_fleet.config.stack_file import StackFile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,8 +127,6 @@ def test_batching_flags_replace_the_profile_assumption() -> None:
 def test_the_timing_profile_is_timing_and_profile_is_the_aws_profile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Set here so that the command's change is undone after the test.
-    monkeypatch.setenv("AWS_PROFILE", "before")
     code, output = invoke("--trace", "burst:50", "--timing", "seed", "--json")
     assert code == 0, output
     assert json.loads(output)["profile"] == "seed"
@@ -136,6 +135,16 @@ def test_the_timing_profile_is_timing_and_profile_is_the_aws_profile(
     code, output = invoke("--trace", "burst:50", "--profile", "ops", "--json")
     assert code == 0, output
     assert json.loads(output)["profile"] == "default"
-    assert os.environ["AWS_PROFILE"] == "ops"
+    asked: list[tuple[str, AwsSettings | None]] = []
+
+    def client_for(service: str, settings: AwsSettings | None = None) -> None:
+        asked.append((service, settings))
+        raise NoRegion("no region")  # the command stops here: only the settings matter
+
+    monkeypatch.setattr(aws, "client_for", client_for)
+    args = ("--trace", "cloudwatch", "--queue-name", "q", "--profile", "ops", "--region", "r")
+    code, output = invoke(*args)
+    assert code == 2 and "no region" in output
+    assert asked == [("cloudwatch", AwsSettings(region="r", profile="ops"))]
     code, output = invoke("--trace", "burst:50", "--timing", "nosuch")
     assert code == 2 and "--timing" in output

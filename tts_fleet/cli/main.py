@@ -69,8 +69,7 @@ COMMANDS: dict[str, CommandInfo] = {
     "scaling": CommandInfo(
         "tts_fleet.cli.scaling",
         "scaling",
-        "Show how a stack sizes its fleet in its scaling.mode: the controller's parameters and "
-        "its safety net, or the step-scaling bands (outstanding jobs -> workers) of the alarms.",
+        "Show how a stack sizes its fleet in its scaling.mode.",
     ),
     "preflight": CommandInfo(
         "tts_fleet.cli.preflight",

@@ -254,8 +254,10 @@ def resolve(
 def scaling(
     stack: str | None, project_dir: Path, mode: str | None, as_json: bool, **flags: int | None
 ) -> None:
-    """Show how a stack sizes its fleet in its scaling.mode: the controller's parameters and
-    its safety net, or the step-scaling bands (outstanding jobs -> workers) of the alarms.
+    """Show how a stack sizes its fleet in its scaling.mode.
+
+    Controller mode: the controller's parameters and its safety net; alarms mode: the
+    step-scaling bands (outstanding jobs -> workers).
 
     Without --stack the defaults are used; flags override the stack file.
     """

@@ -21,7 +21,12 @@ from worker.settings import DEFAULT_MODEL
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
 # the first build does not depend on anonymous Docker Hub pulls (worker/Dockerfile installs
 # the pinned vLLM on it).
-DEFAULT_BASE_IMAGE = "public.ecr.aws/docker/library/python:3.12-bookworm"
+# By digest: a tag can be moved under a stack; the digest of python:3.12-bookworm as pinned
+# by public Dockerfiles (worker/Dockerfile's ARG default names the same image).
+DEFAULT_BASE_IMAGE = (
+    "public.ecr.aws/docker/library/python:3.12-bookworm"
+    "@sha256:3cd9086bdb30f7c9bc08a3fa621d9842e0d3f6f9291aeb4677e0547817c10b12"
+)
 
 NAMESPACE = "tts-fleet"
 
