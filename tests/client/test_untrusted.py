@@ -28,7 +28,13 @@ from worker.jobs import (
 )
 from worker.jobs import audio_key as worker_audio_key
 
-HOSTILE = "[link=https://evil.example]click[/link]\x1b]8;;https://evil.example\x1b\\here\x1b]8;;\x1b\\\nforged line"  # noqa: E501
+# What a producer or a server can put in an id, an attribute or an error: rich markup for a
+# link, a raw OSC 8 hyperlink, and a line break to forge a row of its own.
+HOSTILE = (
+    "[link=https://evil.example]click[/link]"
+    "\x1b]8;;https://evil.example\x1b\\here\x1b]8;;\x1b\\"
+    "\nforged line"
+)
 
 
 def wav(frames: int = 100) -> bytes:
