@@ -35,6 +35,18 @@ def test_every_invalid_line_is_reported_with_its_number(tmp_path: Path) -> None:
     assert loaded.invalid[0].describe() == f"{tmp_path / 'jobs.jsonl'}:4: {reasons[4]}"
 
 
+def test_a_deeply_nested_or_overlong_line_is_an_invalid_line_not_a_crash(tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    nested = "[" * 100_000 + "]" * 100_000
+    overlong = '{"text": "hi", "speed": ' + "9" * 5000 + "}"
+    source.write_text(f'{nested}\n{overlong}\n{{"id": "ok", "text": "hi"}}\n')
+    loaded = load_jobs(source)
+    assert [job.id for job in loaded.valid] == ["ok"]
+    reasons = {bad.line: bad.reason for bad in loaded.invalid}
+    assert reasons[1] == "not JSON: nested too deeply"
+    assert reasons[2].startswith("not JSON: ")
+
+
 def test_ids_are_made_explicit_and_derived_from_the_request(tmp_path: Path) -> None:
     source = tmp_path / "jobs.jsonl"
     source.write_text('{"text": "hello"}\n\n{"id": "mine", "text": "hi"}\n')

@@ -198,6 +198,10 @@ def _parse_line(line: str | bytes) -> dict[str, Any] | str:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         return f"not JSON: {error.msg} at column {error.colno}"
+    except RecursionError:
+        return "not JSON: nested too deeply"
+    except ValueError as error:  # e.g. a number of more digits than int() converts
+        return f"not JSON: {error}"
     if not isinstance(data, dict):
         return f"a job must be a JSON object, got {type(data).__name__}"
     return data
