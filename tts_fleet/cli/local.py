@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
-from tts_fleet.cli.errors import BadInput
+from tts_fleet.cli.errors import BadInput, bad_config
 from tts_fleet.cli.options import project_dir_option, split_chars_option, stack_file_option
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.config.models import ConfigError
@@ -142,7 +142,7 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
     try:
         cfg = resolve_config(options)
     except ConfigError as error:
-        raise BadInput(str(error)) from None
+        raise bad_config(error.problems) from None
     except FileNotFoundError as error:
         raise BadInput(f"no stack file: {error.filename}") from None
     jobs, invalid = jobs_for(options, cfg)

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from tts_fleet.cli.errors import bad_config
 from tts_fleet.cli.options import (
     json_flag,
     project_dir_option,
@@ -24,7 +25,6 @@ from tts_fleet.cli.options import (
     scaling_overrides,
     stack_file_option,
 )
-from tts_fleet.cli.simulation import bad_input
 from tts_fleet.config.models import ConfigError, ScalingConfig, StackConfig
 from tts_fleet.config.stack_file import stack_config
 from tts_fleet.config.topology import controller_params
@@ -264,7 +264,7 @@ def scaling(
     try:
         cfg = resolve(stack, project_dir, flags, mode)
     except ConfigError as error:
-        raise bad_input(error.problems) from None
+        raise bad_config(error.problems) from None
     name = stack or "defaults"
     if cfg.scaling.mode == "controller":
         shown = controller_report(name, cfg)

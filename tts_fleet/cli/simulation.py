@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from tts_fleet.cli import look
-from tts_fleet.cli.errors import BadInput
+from tts_fleet.cli.errors import BadInput, bad_config
 from tts_fleet.cli.options import (
     aws_flags,
     json_flag,
@@ -41,14 +41,6 @@ from tts_fleet.sim.model import MODES, PolicySetup, peer_policy, stack_policy
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
-
-
-def bad_input(problems: list[str]) -> BadInput:
-    """Every problem on its own `Error:` line, exit code BAD_INPUT: the last one is the
-    exception's message (the command line prints it), the others go out first."""
-    for problem in problems[:-1]:
-        click.secho(f"Error: {problem}", err=True, fg="red")
-    return BadInput(problems[-1])
 
 
 def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> StackConfig:
@@ -186,7 +178,7 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
         rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]) or BASE_REGION)
         trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], aws(o))
     except ConfigError as error:
-        raise bad_input(error.problems) from None
+        raise bad_config(error.problems) from None
     except (TraceError, CostError) as error:
         raise BadInput(str(error)) from None
     if not trace.arrivals:
@@ -271,7 +263,7 @@ def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_js
         region = stack_region(stack, project_dir) or BASE_REGION
         report = cost_report(cfg, region, outputs_per_day, stack=stack or "defaults")
     except ConfigError as error:
-        raise bad_input(error.problems) from None
+        raise bad_config(error.problems) from None
     except CostError as error:
         raise BadInput(str(error)) from None
     if as_json:
