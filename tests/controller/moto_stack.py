@@ -72,7 +72,8 @@ class Stack:
         return int(services[0]["desiredCount"])
 
     def stored(self) -> dict[str, Any]:
-        return json.loads(self.stored_object()[0])
+        data: dict[str, Any] = json.loads(self.stored_object()[0])
+        return data
 
     def stored_object(self) -> tuple[bytes, str]:
         """The state object as it is in the bucket: its bytes and its ETag."""
