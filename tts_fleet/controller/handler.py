@@ -31,6 +31,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -235,7 +236,8 @@ def load_state(s3: Any, bucket: str, key: str, *, now: float) -> Loaded:
     try:
         answer = s3.get_object(Bucket=bucket, Key=key)
         etag = str(answer["ETag"])
-        body = answer["Body"].read(MAX_STATE_BYTES + 1)
+        with closing(answer["Body"]) as stream:  # an oversized rest is left unread
+            body = stream.read(MAX_STATE_BYTES + 1)
     except ClientError as error:
         code = str(error.response.get("Error", {}).get("Code"))
         if code in NOT_FOUND:
