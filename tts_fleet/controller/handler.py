@@ -269,9 +269,9 @@ def _no_constant(name: str) -> float:
 def save_state(
     s3: Any, bucket: str, key: str, state: ControllerState, etag: str | None
 ) -> str | None:
-    """Writes the state if the object is still the one read (`etag`; None: there was none).
-    None when written; when another invocation wrote first, what happened, and its state
-    stays: the next invocation reads it."""
+    """Writes the state if the object is still the one read (`etag`; None: none was read, so
+    none may be there). None when written; otherwise why not: another writer's object stays,
+    and the next invocation reads it."""
     body = json.dumps(state.to_json(), sort_keys=True).encode("utf-8")
     condition = {"IfMatch": etag} if etag is not None else {"IfNoneMatch": "*"}
     try:
@@ -282,7 +282,7 @@ def save_state(
         code = str(error.response.get("Error", {}).get("Code"))
         if code not in LOST_WRITE:
             raise
-        return f"{key} changed since it was read ({code}): the next invocation starts from it"
+        return f"{key} not written ({code}): another writer's stands; the next invocation reads it"
     return None
 
 
