@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 
 from tts_fleet.config.models import ScalingConfig
 from tts_fleet.scaling.controller import (
+    CLOCK_SKEW_S,
+    MAX_RATE,
+    MAX_TASKS,
+    ControllerDecision,
     ControllerParams,
     ControllerState,
+    InvalidState,
     Observation,
     decide,
 )
@@ -30,13 +35,15 @@ PARAMS = ControllerParams(
 )
 
 
-def obs(now: float, visible: int = 0, in_flight: int = 0, running: int = 0, pending: int = 0):
+def obs(
+    now: float, visible: int = 0, in_flight: int = 0, running: int = 0, pending: int = 0
+) -> Observation:
     return Observation(now, visible, in_flight, running, pending)
 
 
-def run(params: ControllerParams, observations):
+def run(params: ControllerParams, observations: list[Observation]) -> list[ControllerDecision]:
     state = ControllerState()
-    decisions = []
+    decisions: list[ControllerDecision] = []
     for o in observations:
         decision = decide(params, state, o)
         state = decision.state
@@ -62,6 +69,37 @@ def test_from_config_reads_the_stack_keys() -> None:
 
 def test_fresh_state_from_empty_json() -> None:
     assert ControllerState.from_json({}) == ControllerState()
+
+
+def test_a_stored_state_takes_integral_floats_as_counts() -> None:
+    state = ControllerState.from_json({"visible": 3.0, "floor": 2, "rates": [1, 0.5]})
+    assert (state.visible, state.floor, state.rates) == (3, 2, (1.0, 0.5))
+    assert isinstance(state.visible, int)
+
+
+def test_a_stored_timestamp_may_lead_the_readers_clock_by_the_skew_only() -> None:
+    ahead = {"updated": 100.0 + CLOCK_SKEW_S}
+    assert ControllerState.from_json(ahead, now=100.0).updated == 100.0 + CLOCK_SKEW_S
+    with pytest.raises(InvalidState, match="updated"):
+        ControllerState.from_json({"updated": 100.1 + CLOCK_SKEW_S}, now=100.0)
+
+
+@pytest.mark.parametrize(
+    "data,named",
+    [
+        ({"rates": [MAX_RATE * 2]}, "rates[0]"),
+        ({"launches": [0.0] * (MAX_TASKS + 1)}, "launches"),
+        ({"running": MAX_TASKS + 1}, "running"),
+        ({"gaps": [float("nan")]}, "gaps[0]"),
+        ({"reason": "two\nlines"}, "reason"),
+    ],
+)
+def test_a_stored_state_past_a_bound_is_refused_naming_the_field(
+    data: dict[str, object], named: str
+) -> None:
+    with pytest.raises(InvalidState) as refused:
+        ControllerState.from_json(data)
+    assert str(refused.value).startswith(f"{named}:")
 
 
 def test_state_round_trips_through_json_text() -> None:
@@ -188,7 +226,7 @@ counts = st.integers(0, 400)
     st.floats(0, 4),
 )
 def test_desired_stays_within_bounds_and_keeps_busy_and_launching_workers(
-    samples, min_workers, extra, kappa
+    samples: list[tuple[int, int, int, int]], min_workers: int, extra: int, kappa: float
 ) -> None:
     params = ControllerParams(
         min_workers=min_workers,

@@ -13,8 +13,16 @@ registering min = max = desired would overwrite the schedules' min/max and clamp
 safety-net policy to the controller's own (possibly stuck) value. Application Auto Scaling
 leaves a desired count inside [min, max] alone, so the decision is clamped to the target's
 current bounds, and the service ignores desiredCount on `pulumi up`
-(components/service.py), so a deploy does not reset it. Reserved concurrency 1 keeps two
-invocations from racing on the state.
+(components/service.py), so a deploy does not reset it.
+
+The state object is input, not trusted: a missing, unreadable, oversized, non-JSON or
+invalid one (`ControllerState.from_json` checks every field) is replaced by a fresh state,
+with one log line saying what was wrong, so the decision rests on what the queue and the
+service show. Reserved concurrency 1 keeps invocations apart, but not an old and a new
+function while a deploy replaces it, or a manual run: so the state is written on the
+condition that it is still the one read (If-Match its ETag, If-None-Match * when there was
+none). The loser of that race keeps nothing: it logs one line and returns, and the next
+invocation starts from the winner's state and the queue as it is then.
 """
 
 from __future__ import annotations
@@ -23,21 +31,42 @@ import json
 import os
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from tts_fleet.controller.metrics import DESIRED, OUTSTANDING, PENDING, RUNNING, emf_line
+from tts_fleet.controller.metrics import (
+    DESIRED,
+    OUTSTANDING,
+    PENDING,
+    RUNNING,
+    STACK_DIMENSION,
+    emf_line,
+)
 from tts_fleet.controller.settings import SAMPLING_BUDGET_S, Settings
-from tts_fleet.scaling.controller import SAMPLE_INTERVAL_S, ControllerParams, ControllerState
+from tts_fleet.scaling.controller import (
+    SAMPLE_INTERVAL_S,
+    ControllerParams,
+    ControllerState,
+    InvalidState,
+)
 from tts_fleet.scaling.policy import ControllerPolicy, Counts, Decision, Fleet
 
 SCALABLE_DIMENSION = "ecs:service:DesiredCount"
 # Time kept back from the function's timeout for the last UpdateService and the state write.
 FINISH_MARGIN_S = 5.0
 QUEUE_ATTRIBUTES = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+# The largest state object read: the bounds of `ControllerState.from_json` allow about 100 KB
+# (5,000 launch times); anything bigger is not a state and is not read into memory.
+MAX_STATE_BYTES = 256 * 1024
+NOT_FOUND = ("NoSuchKey", "404", "NotFound")
+# A conditional PUT whose condition failed (412), or that raced another conditional PUT of
+# the same key (409): another invocation wrote the state since this one read it. If-Match on
+# an object deleted meanwhile (the lifecycle rule) answers 404.
+LOST_WRITE = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", *NOT_FOUND)
 
 
 @dataclass(frozen=True)
@@ -80,6 +109,16 @@ class Outcome:
         return {**self.__dict__}
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """The state an invocation starts from, the ETag of the object it came from (None: no
+    object was read) and, when the object could not be used, why."""
+
+    state: ControllerState
+    etag: str | None
+    problem: str | None = None
+
+
 def handle(event: Any, context: Any) -> dict[str, Any]:
     """The Lambda entry point (settings.HANDLER). The event is ignored: schedule and submit
     both just say "look now"."""
@@ -104,9 +143,11 @@ def run(
 ) -> Outcome:
     """Samples every SAMPLE_INTERVAL_S until idle or `budget_s` is spent; saves the state."""
     started = clock()
-    state = load_state(clients.s3, settings.bucket, settings.state_key)
+    loaded = load_state(clients.s3, settings.bucket, settings.state_key, now=started)
+    if loaded.problem is not None:
+        emit(state_line(settings.stack, "state-reset", loaded.problem))
     params = bounded(settings.params, target_bounds(clients.autoscaling, settings.resource_id))
-    policy = ControllerPolicy(params, state)
+    policy = ControllerPolicy(params, loaded.state)
     samples = changes = 0
     decision: Decision | None = None
     try:
@@ -128,7 +169,11 @@ def run(
             sleep(max(0.0, SAMPLE_INTERVAL_S - (clock() - taken)))
     finally:
         if decision is not None:  # a failed first sample has nothing new to keep
-            save_state(clients.s3, settings.bucket, settings.state_key, policy.state)
+            lost = save_state(
+                clients.s3, settings.bucket, settings.state_key, policy.state, loaded.etag
+            )
+            if lost is not None:
+                emit(state_line(settings.stack, "state-not-saved", lost))
     assert decision is not None  # the loop ran at least once or raised
     return Outcome(samples, decision.desired, decision.reason, changes)
 
@@ -184,25 +229,67 @@ def bounded(params: ControllerParams, bounds: tuple[int, int] | None) -> Control
     return replace(params, min_workers=low, max_workers=max(low, high))
 
 
-def load_state(s3: Any, bucket: str, key: str) -> ControllerState:
-    """The last invocation's state; a fresh one when there is none yet (or it expired with
-    the bucket's lifecycle rule) or it cannot be read as JSON."""
+def load_state(s3: Any, bucket: str, key: str, *, now: float) -> Loaded:
+    """The last invocation's state, checked; a fresh one when there is none yet (or it
+    expired with the bucket's lifecycle rule), and a fresh one with the reason when it
+    cannot be read or used. Never raises: a bad state must not stop the controller."""
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        answer = s3.get_object(Bucket=bucket, Key=key)
+        etag = str(answer["ETag"])
+        with closing(answer["Body"]) as stream:  # an oversized rest is left unread
+            body = stream.read(MAX_STATE_BYTES + 1)
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return ControllerState.from_json({})
-        raise
+        code = str(error.response.get("Error", {}).get("Code"))
+        if code in NOT_FOUND:
+            return Loaded(ControllerState(), None)
+        # Without an ETag the write is If-None-Match *: it cannot replace what is there.
+        return Loaded(ControllerState(), None, f"GetObject {key} failed: {code}")
+    except BotoCoreError as error:
+        return Loaded(ControllerState(), None, f"GetObject {key} failed: {error}")
+    if len(body) > MAX_STATE_BYTES:
+        return Loaded(ControllerState(), etag, f"{key} is over {MAX_STATE_BYTES} bytes")
     try:
-        data = json.loads(body)
-    except ValueError:
-        return ControllerState.from_json({})
-    return ControllerState.from_json(data if isinstance(data, dict) else {})
+        data = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        return Loaded(ControllerState.from_json(data, now=now), etag)
+    except UnicodeDecodeError:
+        return Loaded(ControllerState(), etag, f"{key} is not UTF-8")
+    except RecursionError:
+        return Loaded(ControllerState(), etag, f"{key} is nested too deeply")
+    except InvalidState as error:
+        return Loaded(ControllerState(), etag, f"{key} is not a controller state: {error}")
+    except ValueError as error:
+        return Loaded(ControllerState(), etag, f"{key} is not JSON: {error}")
 
 
-def save_state(s3: Any, bucket: str, key: str, state: ControllerState) -> None:
+def _no_constant(name: str) -> float:
+    """json.loads reads NaN and Infinity, which JSON does not have: refuse them."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def save_state(
+    s3: Any, bucket: str, key: str, state: ControllerState, etag: str | None
+) -> str | None:
+    """Writes the state if the object is still the one read (`etag`; None: none was read, so
+    none may be there). None when written; otherwise why not: another writer's object stays,
+    and the next invocation reads it."""
     body = json.dumps(state.to_json(), sort_keys=True).encode("utf-8")
-    s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+    condition = {"IfMatch": etag} if etag is not None else {"IfNoneMatch": "*"}
+    try:
+        s3.put_object(
+            Bucket=bucket, Key=key, Body=body, ContentType="application/json", **condition
+        )
+    except ClientError as error:
+        code = str(error.response.get("Error", {}).get("Code"))
+        if code not in LOST_WRITE:
+            raise
+        return f"{key} not written ({code}): another writer's stands; the next invocation reads it"
+    return None
+
+
+def state_line(stack: str, event: str, problem: str) -> str:
+    """One log line about the state object, beside the decisions' EMF lines (Logs Insights:
+    `filter event like /state/`)."""
+    return json.dumps({"event": event, STACK_DIMENSION: stack, "problem": problem})
 
 
 def decision_line(stack: str, reading: Reading, decision: Decision) -> str:

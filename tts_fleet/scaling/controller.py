@@ -10,7 +10,9 @@ drive. Pure: no I/O, no clock, stdlib only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from typing import Any
 
 from tts_fleet.scaling.bands import ScalingParams, outstanding
@@ -104,17 +106,63 @@ class ControllerState:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ControllerState:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name in _TUPLES:
-            if name in values:
-                values[name] = tuple(float(x) for x in values[name])
-        return cls(**values)
+    def from_json(cls, data: object, *, now: float | None = None) -> ControllerState:
+        """The state `to_json` wrote, checked field by field: the stored object is input
+        anyone with write access to the bucket can change, and a value `decide` could never
+        have produced would steer it (or make it raise on every call). Integral floats are
+        taken as counts; a value of another type or past its bound (MAX_TASKS, MAX_MESSAGES,
+        MAX_RATE, MAX_GAP_S, the list lengths) raises InvalidState naming the first bad
+        field. With `now`, no timestamp may be later than now + CLOCK_SKEW_S."""
+        if not isinstance(data, dict):
+            raise InvalidState(f"not a JSON object but {type(data).__name__}")
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise InvalidState(f"unknown fields {_shown(unknown)}")
+        horizon = math.inf if now is None else now + CLOCK_SKEW_S
+        updated = _optional_timestamp(data, "updated", horizon)
+        # What the last sample recorded (idle since, launched at) happened by then.
+        latest = horizon if updated is None else updated
+        return cls(
+            updated=updated,
+            visible=_count(data, "visible", MAX_MESSAGES),
+            in_flight=_count(data, "in_flight", MAX_MESSAGES),
+            running=_count(data, "running", MAX_TASKS),
+            rates=_numbers(data, "rates", MAX_RATES, _rate),
+            rate=_number(data.get("rate", 0.0), "rate", 0.0, MAX_RATE),
+            floor=_count(data, "floor", MAX_TASKS),
+            launches=_numbers(data, "launches", MAX_TASKS, partial(_timestamp, latest=latest)),
+            idle_since=_optional_timestamp(data, "idle_since", latest),
+            gaps=_numbers(data, "gaps", MAX_GAPS, _gap),
+            desired=_count(data, "desired", MAX_TASKS),
+            reason=_text(data, "reason", MAX_REASON_CHARS),
+        )
+
+
+class InvalidState(ValueError):
+    """A stored state `decide` could not have written; the message says what is wrong."""
 
 
 _TUPLES = ("rates", "launches", "gaps")
 MAX_RATES = 30  # five minutes of 10-s samples
+# What a stored state may hold. Each bound is far past anything `decide` writes for a
+# real fleet and queue, so a legitimate state always passes; what they stop is a corrupt or
+# forged write (NaN, 1e308, a 10**9 floor) steering the policy or making it raise.
+# Tasks in one ECS service (its quota): running, launches, the floor and the desired count.
+MAX_TASKS = 5_000
+# Messages in the queue (visible or in flight); SQS counts far fewer in any real backlog.
+MAX_MESSAGES = 100_000_000
+# Arrivals per second in one sample: 100,000 jobs in a 10-s sample, far past what producers
+# sending 10 messages per SendMessageBatch call deliver to one fleet.
+MAX_RATE = 10_000.0
+# An idle gap: a year (the policy compares gaps to minutes; the bucket expires the state
+# after expireDays without an invocation anyway).
+MAX_GAP_S = 366 * 86_400.0
+# `decide`'s reasons are one or two words.
+MAX_REASON_CHARS = 64
+# How far a stored timestamp may be ahead of the reader's clock: two invocations may run on
+# hosts whose clocks differ by a little; a state from further ahead would stall the rate
+# estimate and hold the warm worker until the clock caught up.
+CLOCK_SKEW_S = 5.0
 # Rate floor hysteresis: raise it when the workers would be busier than this ...
 FLOOR_UP_UTILISATION = 0.85
 # ... and lower it only when they would be idler than this.
@@ -295,3 +343,66 @@ def _gaps(state: ControllerState, obs: Observation) -> tuple[float, ...]:
     if obs.outstanding > 0 and state.idle_since is not None:
         return (*state.gaps, obs.now - state.idle_since)[-MAX_GAPS:]
     return state.gaps
+
+
+def _shown(value: object) -> str:
+    """A value for an error message: repr, cut short (the state may be megabytes of junk)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _number(value: object, name: str, low: float, high: float) -> float:
+    # bool is an int in Python but never a number in the state.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidState(f"{name}: {_shown(value)} is not a number")
+    number = float(value)
+    if not low <= number <= high:  # NaN fails both comparisons
+        raise InvalidState(f"{name}: {_shown(value)} is outside [{low:g}, {high:g}]")
+    return number
+
+
+def _rate(value: object, name: str) -> float:
+    return _number(value, name, 0.0, MAX_RATE)
+
+
+def _gap(value: object, name: str) -> float:
+    return _number(value, name, 0.0, MAX_GAP_S)
+
+
+def _count(data: dict[str, Any], name: str, high: int) -> int:
+    value = data.get(name, 0)
+    number = _number(value, name, 0.0, float(high))
+    if not number.is_integer():
+        raise InvalidState(f"{name}: {_shown(value)} is not a whole number")
+    return int(number)
+
+
+def _timestamp(value: object, name: str, latest: float) -> float:
+    """A time on the sampler's clock (any epoch), no later than `latest`."""
+    stamp = _number(value, name, -math.inf, latest)
+    if not math.isfinite(stamp):
+        raise InvalidState(f"{name}: {_shown(value)} is not a time")
+    return stamp
+
+
+def _optional_timestamp(data: dict[str, Any], name: str, latest: float) -> float | None:
+    value = data.get(name)
+    return None if value is None else _timestamp(value, name, latest)
+
+
+def _numbers(
+    data: dict[str, Any], name: str, longest: int, read: Callable[[object, str], float]
+) -> tuple[float, ...]:
+    values = data.get(name, [])
+    if not isinstance(values, list):
+        raise InvalidState(f"{name}: {_shown(values)} is not a list")
+    if len(values) > longest:
+        raise InvalidState(f"{name}: {len(values)} entries, more than {longest}")
+    return tuple(read(value, f"{name}[{index}]") for index, value in enumerate(values))
+
+
+def _text(data: dict[str, Any], name: str, longest: int) -> str:
+    value = data.get(name, "")
+    if not isinstance(value, str) or len(value) > longest or not value.isprintable():
+        raise InvalidState(f"{name}: {_shown(value)} is not a short printable text")
+    return value
