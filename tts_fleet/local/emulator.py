@@ -124,7 +124,9 @@ def create_stack(
     dlq_retention_seconds: int | None = None,
 ) -> StackResources:
     """The queue `name`, its DLQ (`<name>-dlq` unless given) after `max_receive_count`
-    receives, and the bucket (`<name>-outputs` unless given), as the stack deploys them.
+    receives, and the bucket (`<name>-outputs` unless given): the stack's jobs path with the
+    attributes the worker and the CLI depend on (the stand-in set-up for the local fleet,
+    the tests and the benchmarks).
 
     An option left at None keeps SQS's own default (visibility 30 s, retention 4 days).
     `versioned` turns on bucket versioning, so that each PUT of a key is one version and a
