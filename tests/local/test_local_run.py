@@ -173,7 +173,9 @@ def test_unknown_stack_is_one_clear_line(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert result.returncode == 2  # bad input
-    assert result.stderr.strip() == "Error: no stack file: Pulumi.nosuch.yaml"
+    assert result.stderr.strip() == (
+        "Error: Pulumi.nosuch.yaml: no such stack file (stacks are Pulumi.<stack>.yaml)"
+    )
 
 
 @pytest.mark.timeout(RUN_TIMEOUT)
