@@ -3,8 +3,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 LOCAL_STAMP := $(VENV)/.installed-local
+INFRA_STAMP := $(VENV)/.installed-infra
 
-.PHONY: test test-fast lint format demo clean
+.PHONY: install test test-fast lint format demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +17,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/pip install --quiet --no-deps 'vllm-omni==0.30.*'
 	touch $(STAMP) $(LOCAL_STAMP)
+
+# What a deploy needs and no more: the package with the Pulumi SDKs, in the .venv that
+# Pulumi.yaml names (`pulumi up` runs __main__.py there), so `tts-fleet deploy` works too.
+install: $(INFRA_STAMP)
+
+$(INFRA_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[infra]'
+	touch $(INFRA_STAMP)
 
 $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[local]'

@@ -49,7 +49,8 @@ exports = {
     outputs.EVENTS_QUEUE_URL: platform.events_queue_url,
     outputs.EVENTS_CONSUMER_POLICY_ARN: platform.events_consumer_policy_arn,
 }
-if platform.controller_function_arn is not None:  # scaling.controller: lambda
+if platform.controller_function_arn is not None:  # scaling.mode: controller
     exports[outputs.CONTROLLER_FUNCTION_ARN] = platform.controller_function_arn
 for name, value in exports.items():
     pulumi.export(name, value)
+pulumi.export(outputs.MAX_TEXT_CHARS, config.worker.max_text_chars)

@@ -16,9 +16,9 @@ import math
 import sys
 
 from tts_fleet.config.models import ScalingConfig
-from tts_fleet.scaling.bands import Scaling
+from tts_fleet.scaling.physics import SEED_PROFILE
 from tts_fleet.sim.engine import simulate
-from tts_fleet.sim.model import SEED_PROFILE, PolicySetup, fleet_policy, peer_policy
+from tts_fleet.sim.model import PolicySetup, peer_policy, stack_policy
 from tts_fleet.sim.report import CostRates, SimSummary
 from tts_fleet.sim.traces import parse_trace
 
@@ -40,14 +40,11 @@ TARGETS = (
 
 def setups() -> dict[str, PolicySetup]:
     """The default stack's scaling at maxWorkers 20: controller mode with its κ."""
-    d = ScalingConfig()
-    scaling = Scaling(d.min_workers, MAX_WORKERS, d.jobs_per_worker, d.idle_minutes)
-    base = fleet_policy(
-        scaling, d.host_idle_seconds, 1, mode="controller", cold_start_work=d.cold_start_work
-    )
+    base = stack_policy(ScalingConfig(max_workers=MAX_WORKERS, mode="controller"), 1)
+    alarms = stack_policy(ScalingConfig(max_workers=MAX_WORKERS, mode="alarms"), 1, "alarms")
     return {
         "controller": base,
-        "alarms": fleet_policy(scaling, d.host_idle_seconds, 1, name="alarms"),
+        "alarms": alarms,
         **{p: peer_policy(p, base) for p in ("keda", "sagemaker", "aws-sample", "seed")},
     }
 

@@ -12,12 +12,12 @@ import sys
 import time
 from collections.abc import Callable
 
-from tts_fleet.config.models import StackConfig
+from tts_fleet.config.models import ScalingConfig, StackConfig
 from tts_fleet.cost.report import rates_for
-from tts_fleet.scaling.bands import Scaling
+from tts_fleet.scaling.physics import PROFILES
 from tts_fleet.sim.advise import advise
 from tts_fleet.sim.engine import simulate
-from tts_fleet.sim.model import PROFILES, fleet_policy
+from tts_fleet.sim.model import stack_policy
 from tts_fleet.sim.traces import parse_trace
 
 GOAL_S = 10.0
@@ -36,11 +36,11 @@ def best_of(work: Callable[[], object]) -> float:
 def main() -> int:
     rates = rates_for(StackConfig())
     profile = PROFILES["seed"]
-    wide = fleet_policy(Scaling(0, 200, 8, 5), host_idle_seconds=300, concurrency=1)
+    wide = stack_policy(ScalingConfig(max_workers=200, mode="alarms"), 1)
     burst = parse_trace("burst:100000")
     diurnal = parse_trace("diurnal:20:7", seed=1)
     sparse = parse_trace("sparse:7:8")
-    default = fleet_policy(Scaling(), host_idle_seconds=300, concurrency=4)
+    default = stack_policy(ScalingConfig(mode="alarms"), concurrency=4)
     cases = [
         ("burst:100000, 200 workers (goal < 10 s)", lambda: simulate(burst, profile, wide, rates)),
         (

@@ -1,14 +1,17 @@
-"""QueueAutoscaling: the worker service follows the jobs queue's backlog, from 0 to maxWorkers.
+"""The worker service's scalable target, and what each scaling mode puts on it (DESIGN §4).
 
-DESIGN §4. One alarm `outstanding >= 1` (1 × 60 s) drives a StepScaling/ExactCapacity policy
-whose steps are `tts_fleet.scaling.bands.bands()`; Application Auto Scaling re-applies it
-every minute while the alarm stays in ALARM, so the count follows the backlog up and down.
-A second alarm `outstanding <= 0` for idleMinutes periods drives ExactCapacity minWorkers.
-Schedules change min/max by cron.
+`ScalableTarget`: the service's desired count in Application Auto Scaling, bounded by
+[minWorkers, maxWorkers], with the schedules that change those bounds by cron. Both modes.
+Platform (components/platform.py) then adds one of:
 
-With `scaling.controller: lambda` (components/controller.py owns the count) only the target,
-its schedules and a safety net remain: one alarm that starts one worker if work waits with
-none running or wanted for SAFETY_NET_MINUTES.
+- `StepScaling` (`scaling.mode: alarms`): one alarm `outstanding >= 1` (1 × 60 s) drives a
+  StepScaling/ExactCapacity policy whose steps are `tts_fleet.scaling.bands.bands()`;
+  Application Auto Scaling re-applies it every minute while the alarm stays in ALARM, so the
+  count follows the backlog up and down. A second alarm `outstanding <= 0` for idleMinutes
+  periods drives ExactCapacity minWorkers.
+- `SafetyNet` (`scaling.mode: controller`, where components/controller.py owns the count):
+  one alarm that starts one worker if work waits with none running or wanted for
+  SAFETY_NET_MINUTES.
 
 No target tracking and no CPU/GPU-utilisation policy (DESIGN §4): target tracking cannot leave
 zero tasks, because a per-task metric has no datapoint while no task runs, and utilisation
@@ -21,43 +24,47 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
+from components.args import ComponentArgs, StrInput
 from tts_fleet.config.models import ScalingConfig
-from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands
+from tts_fleet.scaling.alarms import PERIOD_S, POLICY_COOLDOWN_S
+from tts_fleet.scaling.bands import (
+    IDLE_THRESHOLD,
+    OUTSTANDING_EXPRESSION,
+    SCALE_OUT_THRESHOLD,
+    BandPlan,
+    bands,
+)
+from tts_fleet.scaling.controller import SAFETY_NET_MINUTES
 
-# SQS publishes queue metrics to CloudWatch at 1-minute granularity.
+# SQS publishes queue metrics to CloudWatch at 1-minute granularity: the alarms' period.
 # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-available-cloudwatch-metrics.html
-METRIC_PERIOD_SECONDS = 60
+METRIC_PERIOD_SECONDS = int(PERIOD_S)
 # One evaluation period per policy application; a longer cooldown would hold back the
 # re-application that lets capacity follow the backlog down.
-POLICY_COOLDOWN_SECONDS = 60
-IDLE_THRESHOLD = 0
-# Controller mode: minutes of stranded work before the safety net starts a worker. The
-# controller reacts within seconds, so three minutes means it is not running.
-SAFETY_NET_MINUTES = 3
+POLICY_COOLDOWN_SECONDS = int(POLICY_COOLDOWN_S)
+# The type token stack state has held since the target and the policies were one component
+# (QueueAutoscaling): kept, so existing stacks' target and schedules keep their URNs.
+TARGET_TYPE = "tts-fleet:autoscaling:QueueAutoscaling"
+
+MetricQuery = aws.cloudwatch.MetricAlarmMetricQueryArgsDict
+Step = aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgsDict
 STRANDED = "IF(visible >= 1 AND FILL(running, 0) == 0 AND FILL(desired, 0) == 0, 1, 0)"
 
-# A plain string or another resource's output (pydantic cannot validate pulumi.Input).
-StrInput = str | pulumi.Output
 
-
-class QueueAutoscalingArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class ScalableTargetArgs(ComponentArgs):
     cluster_name: StrInput
     service_name: StrInput
-    queue_name: StrInput
     scaling: ScalingConfig
 
 
-def outstanding_queries(queue_name: pulumi.Input[str]) -> list[dict]:
+def outstanding_queries(queue_name: pulumi.Input[str]) -> list[MetricQuery]:
     """Metric math: outstanding = visible + in flight (DESIGN §4). Only the sum returns data.
 
     Counting in-flight messages keeps the fleet from shrinking under running jobs.
     """
 
-    def metric(query_id: str, metric_name: str) -> dict:
+    def metric(query_id: str, metric_name: str) -> MetricQuery:
         return {
             "id": query_id,
             "return_data": False,
@@ -75,7 +82,7 @@ def outstanding_queries(queue_name: pulumi.Input[str]) -> list[dict]:
         metric("notVisible", "ApproximateNumberOfMessagesNotVisible"),
         {
             "id": "outstanding",
-            "expression": "visible + notVisible",
+            "expression": OUTSTANDING_EXPRESSION,
             "label": "Outstanding jobs",
             "return_data": True,
         },
@@ -86,12 +93,14 @@ def stranded_queries(
     queue_name: pulumi.Input[str],
     cluster_name: pulumi.Input[str],
     service_name: pulumi.Input[str],
-) -> list[dict]:
+) -> list[MetricQuery]:
     """Metric math: 1 while jobs are visible and the service has no task running and none
     wanted, else 0. Container Insights (on for the cluster, components/capacity.py) gives
     the task counts; FILL counts a minute without a task datapoint as zero tasks."""
 
-    def metric(query_id: str, namespace: str, metric_name: str, dimensions: dict) -> dict:
+    def metric(
+        query_id: str, namespace: str, metric_name: str, dimensions: dict[str, pulumi.Input[str]]
+    ) -> MetricQuery:
         return {
             "id": query_id,
             "return_data": False,
@@ -119,31 +128,32 @@ def stranded_queries(
     ]  # fmt: skip
 
 
-def step_adjustments(plan: BandPlan) -> list[dict]:
+def step_adjustments(plan: BandPlan) -> list[Step]:
     """`bands()` as StepScaling adjustments; bounds are strings in the provider schema."""
-    return [
-        {
+    steps: list[Step] = []
+    for band in plan.bands:
+        step: Step = {
             "metric_interval_lower_bound": str(band.lower),
-            **({} if band.upper is None else {"metric_interval_upper_bound": str(band.upper)}),
             "scaling_adjustment": band.capacity,
         }
-        for band in plan.bands
-    ]
+        if band.upper is not None:  # the top band is open-ended
+            step["metric_interval_upper_bound"] = str(band.upper)
+        steps.append(step)
+    return steps
 
 
-class QueueAutoscaling(pulumi.ComponentResource):
-    target_resource_id: pulumi.Output[str]
-    scale_out_policy_arn: pulumi.Output[str]
-    idle_policy_arn: pulumi.Output[str]
-    scale_out_alarm_name: pulumi.Output[str]
-    idle_alarm_name: pulumi.Output[str]
+class ScalableTarget(pulumi.ComponentResource):
+    """The service's desired count as a scalable target, with its schedules."""
+
+    target: aws.appautoscaling.Target
+    resource_id: pulumi.Output[str]
 
     def __init__(
-        self, name: str, args: QueueAutoscalingArgs, opts: pulumi.ResourceOptions | None = None
+        self, name: str, args: ScalableTargetArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("tts-fleet:autoscaling:QueueAutoscaling", name, None, opts)
+        super().__init__(TARGET_TYPE, name, None, opts)
         cfg = args.scaling
-        target = aws.appautoscaling.Target(
+        self.target = aws.appautoscaling.Target(
             f"{name}-target",
             service_namespace="ecs",
             scalable_dimension="ecs:service:DesiredCount",
@@ -152,125 +162,14 @@ class QueueAutoscaling(pulumi.ComponentResource):
             max_capacity=cfg.max_workers,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        if cfg.controller == "alarms":
-            scale_out, scale_out_alarm, idle, idle_alarm = self._alarms(name, target, args)
-            self.idle_policy_arn, self.idle_alarm_name = idle.arn, idle_alarm.name
-        else:
-            scale_out, scale_out_alarm = self._safety_net(name, target, args)
-            self.idle_policy_arn = self.idle_alarm_name = None  # type: ignore[assignment]
-        self._schedules(name, target, cfg)
-        self.target_resource_id = target.resource_id
-        self.scale_out_policy_arn = scale_out.arn
-        self.scale_out_alarm_name = scale_out_alarm.name
-        self.register_outputs(
-            {
-                "target_resource_id": self.target_resource_id,
-                "scale_out_policy_arn": self.scale_out_policy_arn,
-                "idle_policy_arn": self.idle_policy_arn,
-                "scale_out_alarm_name": self.scale_out_alarm_name,
-                "idle_alarm_name": self.idle_alarm_name,
-            }
-        )
+        self._schedules(name, cfg)
+        self.resource_id = self.target.resource_id
+        self.register_outputs({"resource_id": self.resource_id})
 
-    def _alarms(
-        self, name: str, target: aws.appautoscaling.Target, args: QueueAutoscalingArgs
-    ) -> tuple[
-        aws.appautoscaling.Policy,
-        aws.cloudwatch.MetricAlarm,
-        aws.appautoscaling.Policy,
-        aws.cloudwatch.MetricAlarm,
-    ]:
-        """`scaling.controller: alarms`: the backlog bands and the idle rule, as above."""
-        cfg = args.scaling
-        after_target = pulumi.ResourceOptions(parent=self, depends_on=[target])
-        scale_out = self._policy(f"{name}-scale-out", target, step_adjustments(bands(cfg)), [])
-        # metric - threshold = outstanding <= 0: one step up to 0 (inclusive below the
-        # threshold); a step cannot leave both bounds open.
-        idle_steps = [{"metric_interval_upper_bound": "0", "scaling_adjustment": cfg.min_workers}]
-        idle = self._policy(f"{name}-idle", target, idle_steps, [scale_out])
-        queries = outstanding_queries(args.queue_name)
-        scale_out_alarm = aws.cloudwatch.MetricAlarm(
-            f"{name}-scale-out",
-            alarm_description="Jobs outstanding: set the worker count from the backlog bands",
-            comparison_operator="GreaterThanOrEqualToThreshold",
-            threshold=SCALE_OUT_THRESHOLD,
-            evaluation_periods=1,
-            datapoints_to_alarm=1,
-            metric_queries=queries,
-            # No data is no backlog; the idle alarm treats the same gap as idle.
-            treat_missing_data="notBreaching",
-            alarm_actions=[scale_out.arn],
-            opts=after_target,
-        )
-        idle_alarm = aws.cloudwatch.MetricAlarm(
-            f"{name}-idle",
-            alarm_description=f"Queue empty for {cfg.idle_minutes} min: back to minWorkers",
-            comparison_operator="LessThanOrEqualToThreshold",
-            threshold=IDLE_THRESHOLD,
-            evaluation_periods=cfg.idle_minutes,
-            datapoints_to_alarm=cfg.idle_minutes,
-            metric_queries=queries,
-            # An idle queue can stop publishing metrics; a gap must not keep GPUs running.
-            treat_missing_data="breaching",
-            alarm_actions=[idle.arn],
-            opts=after_target,
-        )
-        return scale_out, scale_out_alarm, idle, idle_alarm
-
-    def _safety_net(
-        self, name: str, target: aws.appautoscaling.Target, args: QueueAutoscalingArgs
-    ) -> tuple[aws.appautoscaling.Policy, aws.cloudwatch.MetricAlarm]:
-        """`scaling.controller: lambda`: the controller owns the count; this alarm starts one
-        worker if it does not (the function failing, throttled or gone): work visible while
-        no task runs and none is wanted, for SAFETY_NET_MINUTES. Desired 0 is part of the
-        condition, so ExactCapacity can only raise the count, never cancel a launch under
-        way (a cold start keeps running at 0 for ten minutes)."""
-        floor = max(1, args.scaling.min_workers)
-        steps = [{"metric_interval_lower_bound": "0", "scaling_adjustment": floor}]
-        policy = self._policy(f"{name}-safety-net", target, steps, [])
-        alarm = aws.cloudwatch.MetricAlarm(
-            f"{name}-safety-net",
-            alarm_description=(
-                f"Jobs waiting with no worker running or wanted for {SAFETY_NET_MINUTES} min: "
-                "the scaling controller is not acting; start one worker"
-            ),
-            comparison_operator="GreaterThanOrEqualToThreshold",
-            threshold=1,
-            evaluation_periods=SAFETY_NET_MINUTES,
-            datapoints_to_alarm=SAFETY_NET_MINUTES,
-            metric_queries=stranded_queries(args.queue_name, args.cluster_name, args.service_name),
-            # No queue data is no waiting work.
-            treat_missing_data="notBreaching",
-            alarm_actions=[policy.arn],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[target]),
-        )
-        return policy, alarm
-
-    def _policy(
-        self,
-        name: str,
-        target: aws.appautoscaling.Target,
-        steps: list[dict],
-        after: list[pulumi.Resource],
-    ) -> aws.appautoscaling.Policy:
-        return aws.appautoscaling.Policy(
-            name,
-            policy_type="StepScaling",
-            service_namespace=target.service_namespace,
-            scalable_dimension=target.scalable_dimension,
-            resource_id=target.resource_id,
-            step_scaling_policy_configuration={
-                "adjustment_type": "ExactCapacity",
-                "cooldown": POLICY_COOLDOWN_SECONDS,
-                "metric_aggregation_type": "Maximum",
-                "step_adjustments": steps,
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[target, *after]),
-        )
-
-    def _schedules(self, name: str, target: aws.appautoscaling.Target, cfg: ScalingConfig) -> None:
+    def _schedules(self, name: str, cfg: ScalingConfig) -> None:
         # Chained, like the two policies: parallel writes to one scalable target can fail
         # with ConcurrentUpdateException.
+        target = self.target
         previous: list[pulumi.Resource] = [target]
         for index, entry in enumerate(cfg.schedules):
             action = aws.appautoscaling.ScheduledAction(
@@ -286,3 +185,145 @@ class QueueAutoscaling(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
             )
             previous = [action]
+
+
+class ModeArgs(ComponentArgs):
+    """What a mode's policies need: the target they act on and the metrics they watch."""
+
+    target: ScalableTarget
+    queue_name: StrInput
+    cluster_name: StrInput
+    service_name: StrInput
+    scaling: ScalingConfig
+
+
+def _on_target(
+    owner: pulumi.Resource, args: ModeArgs, after: list[pulumi.Resource]
+) -> pulumi.ResourceOptions:
+    """A mode's resource: a child of its component, after the target (and `after`). These
+    were the target component's own children, so each is aliased to its URN there."""
+    return pulumi.ResourceOptions(
+        parent=owner,
+        depends_on=[args.target.target, *after],
+        aliases=[pulumi.Alias(parent=args.target)],
+    )
+
+
+def _step_policy(
+    owner: pulumi.Resource,
+    name: str,
+    args: ModeArgs,
+    steps: list[Step],
+    after: list[pulumi.Resource],
+) -> aws.appautoscaling.Policy:
+    target = args.target.target
+    return aws.appautoscaling.Policy(
+        name,
+        policy_type="StepScaling",
+        service_namespace=target.service_namespace,
+        scalable_dimension=target.scalable_dimension,
+        resource_id=target.resource_id,
+        step_scaling_policy_configuration={
+            "adjustment_type": "ExactCapacity",
+            "cooldown": POLICY_COOLDOWN_SECONDS,
+            "metric_aggregation_type": "Maximum",
+            "step_adjustments": steps,
+        },
+        opts=_on_target(owner, args, after),
+    )
+
+
+class StepScaling(pulumi.ComponentResource):
+    """`scaling.mode: alarms`: the backlog bands and the idle rule, as above."""
+
+    scale_out_policy_arn: pulumi.Output[str]
+    idle_policy_arn: pulumi.Output[str]
+    scale_out_alarm_name: pulumi.Output[str]
+    idle_alarm_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ModeArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:autoscaling:StepScaling", name, None, opts)
+        cfg = args.scaling
+        scale_out = _step_policy(self, f"{name}-scale-out", args, step_adjustments(bands(cfg)), [])
+        # metric - threshold = outstanding <= 0: one step up to 0 (inclusive below the
+        # threshold); a step cannot leave both bounds open.
+        idle_steps: list[Step] = [
+            {"metric_interval_upper_bound": "0", "scaling_adjustment": cfg.min_workers}
+        ]
+        idle = _step_policy(self, f"{name}-idle", args, idle_steps, [scale_out])
+        queries = outstanding_queries(args.queue_name)
+        scale_out_alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-scale-out",
+            alarm_description="Jobs outstanding: set the worker count from the backlog bands",
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=SCALE_OUT_THRESHOLD,
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
+            metric_queries=queries,
+            # No data is no backlog; the idle alarm treats the same gap as idle.
+            treat_missing_data="notBreaching",
+            alarm_actions=[scale_out.arn],
+            opts=_on_target(self, args, []),
+        )
+        idle_alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-idle",
+            alarm_description=f"Queue empty for {cfg.idle_minutes} min: back to minWorkers",
+            comparison_operator="LessThanOrEqualToThreshold",
+            threshold=IDLE_THRESHOLD,
+            evaluation_periods=cfg.idle_minutes,
+            datapoints_to_alarm=cfg.idle_minutes,
+            metric_queries=queries,
+            # An idle queue can stop publishing metrics; a gap must not keep GPUs running.
+            treat_missing_data="breaching",
+            alarm_actions=[idle.arn],
+            opts=_on_target(self, args, []),
+        )
+        self.scale_out_policy_arn, self.idle_policy_arn = scale_out.arn, idle.arn
+        self.scale_out_alarm_name, self.idle_alarm_name = scale_out_alarm.name, idle_alarm.name
+        self.register_outputs(
+            {
+                "scale_out_policy_arn": self.scale_out_policy_arn,
+                "idle_policy_arn": self.idle_policy_arn,
+                "scale_out_alarm_name": self.scale_out_alarm_name,
+                "idle_alarm_name": self.idle_alarm_name,
+            }
+        )
+
+
+class SafetyNet(pulumi.ComponentResource):
+    """`scaling.mode: controller`: the controller owns the count; this alarm starts one
+    worker if it does not (the function failing, throttled or gone): work visible while no
+    task runs and none is wanted, for SAFETY_NET_MINUTES. Desired 0 is part of the
+    condition, so ExactCapacity can only raise the count, never cancel a launch under way (a
+    cold start keeps running at 0 for ten minutes)."""
+
+    policy_arn: pulumi.Output[str]
+    alarm_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ModeArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:autoscaling:SafetyNet", name, None, opts)
+        floor = max(1, args.scaling.min_workers)
+        steps: list[Step] = [{"metric_interval_lower_bound": "0", "scaling_adjustment": floor}]
+        policy = _step_policy(self, f"{name}-safety-net", args, steps, [])
+        alarm = aws.cloudwatch.MetricAlarm(
+            f"{name}-safety-net",
+            alarm_description=(
+                f"Jobs waiting with no worker running or wanted for {SAFETY_NET_MINUTES} min: "
+                "the scaling controller is not acting; start one worker"
+            ),
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+            evaluation_periods=SAFETY_NET_MINUTES,
+            datapoints_to_alarm=SAFETY_NET_MINUTES,
+            metric_queries=stranded_queries(args.queue_name, args.cluster_name, args.service_name),
+            # No queue data is no waiting work.
+            treat_missing_data="notBreaching",
+            alarm_actions=[policy.arn],
+            opts=_on_target(self, args, []),
+        )
+        self.policy_arn, self.alarm_name = policy.arn, alarm.name
+        self.register_outputs({"policy_arn": self.policy_arn, "alarm_name": self.alarm_name})

@@ -16,10 +16,15 @@ path) could not be checked against AWS from this machine — `pulumi preview` wi
 
 from __future__ import annotations
 
+from typing import cast
+
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
+from pulumi_aws.ecs import (
+    CapacityProviderManagedInstancesProviderInstanceLaunchTemplateInstanceRequirementsArgsDict as Requirements,  # noqa: E501
+)
 
+from components.args import ComponentArgs
 from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
 from tts_fleet.config.gpu import instance_requirements
@@ -48,8 +53,11 @@ def managed_instances_provider(
     infrastructure_role_arn: pulumi.Input[str],
     instance_profile_arn: pulumi.Input[str],
     security_group_id: pulumi.Input[str],
-) -> dict:
+) -> aws.ecs.CapacityProviderManagedInstancesProviderArgsDict:
     """The `managed_instances_provider` block: where, what and how long hosts live."""
+    # The requirements are plain data from tts_fleet/config/gpu.py (no pulumi there), in the
+    # provider's shape; tests/components/test_capacity.py checks them against its schema.
+    requirements = cast(Requirements, instance_requirements(args.gpu))
     return {
         "infrastructure_role_arn": infrastructure_role_arn,
         "propagate_tags": "CAPACITY_PROVIDER",
@@ -64,14 +72,12 @@ def managed_instances_provider(
                 "security_groups": [security_group_id],
             },
             "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
-            "instance_requirements": instance_requirements(args.gpu),
+            "instance_requirements": requirements,
         },
     }
 
 
-class GpuCapacityArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class GpuCapacityArgs(ComponentArgs):
     gpu: GpuConfig
     host_idle_seconds: int
     vpc_id: str | pulumi.Output[str]
@@ -114,8 +120,10 @@ class GpuCapacity(pulumi.ComponentResource):
             opts=child,
         )
         invoke = pulumi.InvokeOutputOptions(parent=self)
-        partition = pulumi.Output.from_input(
-            args.partition or aws.get_partition_output(opts=invoke).partition
+        partition: pulumi.Output[str] = (
+            pulumi.Output.from_input(args.partition)
+            if args.partition is not None
+            else aws.get_partition_output(opts=invoke).partition
         )
         region = args.region or aws.get_region_output(opts=invoke).region
         infrastructure_role, profile, grants = self._roles(name, partition)

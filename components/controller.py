@@ -1,4 +1,4 @@
-"""ScalingController: the Lambda that runs the scaling policy (`scaling.controller: lambda`).
+"""ScalingController: the Lambda that runs the scaling policy (`scaling.mode: controller`).
 
 EventBridge Scheduler invokes it every minute (and `tts-fleet submit` right after sending);
 it samples the queue every 10 s while anything is outstanding or running and sets the
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
 import tts_fleet
+from components.args import ComponentArgs, StrInput
 from components.iam import trust_policy
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
@@ -42,17 +42,8 @@ SCHEDULE = "rate(1 minute)"
 MAX_EVENT_AGE_SECONDS = 60
 # The Lambda's code: these packages of the repo and nothing else (no pydantic there).
 CODE_PACKAGES = ("scaling", "controller")
-# The seed's physics, as the simulator models a default stack (tts_fleet/sim/model.py
-# DEFAULT_PROFILE; tests/components/test_controller.py pins them to it): ≈10.5 min from a
-# raised desired count to a serving worker on a new GPU host, 2 s per job alone on a GPU,
-# and 4 in flight taking 1 + 0.25 × 3 times as long each.
-COLD_START_S = 630.0
-JOB_SECONDS = 2.0
-BATCH_ALPHA = 0.25
 # Lambda function names: letters, digits, '-' and '_', at most 64 characters.
 _FUNCTION_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
-
-StrInput = str | pulumi.Output
 
 
 def function_name(project: str, stack: str) -> str:
@@ -73,28 +64,13 @@ def service_arn(cluster_arn: str, cluster: str, service: str) -> str:
     return f"arn:{partition}:ecs:{region}:{account}:service/{cluster}/{service}"
 
 
-def seconds_per_job(concurrency: int) -> float:
-    """Warm seconds per job per worker with `concurrency` requests in flight."""
-    return JOB_SECONDS * (1 + BATCH_ALPHA * (concurrency - 1)) / concurrency
-
-
-def controller_params(scaling: object, concurrency: int) -> ControllerParams:
-    """The policy's parameters for a deployed stack, from its scaling config."""
-    return ControllerParams.from_config(
-        scaling,  # type: ignore[arg-type]  # ScalingConfig satisfies the protocol
-        cold_start_s=COLD_START_S,
-        seconds_per_job=seconds_per_job(concurrency),
-        concurrency=concurrency,
-    )
-
-
 def code_archive(root: Path | None = None) -> pulumi.AssetArchive:
     """`tts_fleet/__init__.py` + the CODE_PACKAGES' modules, sorted, without caches."""
     base = root or Path(tts_fleet.__file__).resolve().parent
     files = [base / "__init__.py"]
     for package in CODE_PACKAGES:
         files += sorted((base / package).glob("*.py"))
-    assets = {
+    assets: dict[str, pulumi.Asset | pulumi.Archive] = {
         f"tts_fleet/{p.relative_to(base).as_posix()}": pulumi.FileAsset(str(p)) for p in files
     }
     return pulumi.AssetArchive(assets)
@@ -150,9 +126,7 @@ def dashboard_widget(stack: str) -> tuple[str, list[list], str]:
     return "Scaling controller: its decisions, 10-s samples", lines, "Maximum"
 
 
-class ScalingControllerArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class ScalingControllerArgs(ComponentArgs):
     stack: str
     function_name: str
     params: ControllerParams

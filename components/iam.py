@@ -7,7 +7,9 @@ import json
 import pulumi
 
 
-def deny_insecure_transport(resource: pulumi.Input[str], actions: str) -> dict:
+def deny_insecure_transport(
+    resource: pulumi.Input[str] | list[pulumi.Output[str]], actions: str
+) -> dict:
     """The statement every queue, bucket and topic policy carries: no request without TLS."""
     return {
         "Sid": "DenyInsecureTransport",

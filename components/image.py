@@ -20,8 +20,9 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from components.args import ComponentArgs
 from components.iam import same_account_condition, trust_policy
 from components.image_build import BUILD_TIMEOUT_MINUTES, WorkerImageBuild
 from components.image_source import (
@@ -81,9 +82,7 @@ def lifecycle_policy(keep: int) -> str:
     return json.dumps({"rules": [rule]})
 
 
-class WorkerImageArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class WorkerImageArgs(ComponentArgs):
     image: str = ""
     worker_dir: str
     model: str

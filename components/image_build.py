@@ -104,10 +104,11 @@ def run_build(
     build_id = started["build"]["id"]
 
     def get_build(bid: str) -> dict[str, Any]:
-        return codebuild.batch_get_builds(ids=[bid])["builds"][0]
+        build: dict[str, Any] = codebuild.batch_get_builds(ids=[bid])["builds"][0]
+        return build
 
     wait_for_build(get_build, build_id, sleep=sleep)
-    return build_id
+    return str(build_id)
 
 
 def ensure_image(

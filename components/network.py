@@ -14,8 +14,8 @@ import ipaddress
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
+from components.args import ComponentArgs
 from tts_fleet.config.models import NetworkConfig
 
 # What this component creates per config is in tts_fleet.config.topology (the cost model
@@ -38,9 +38,7 @@ def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
     return private, public
 
 
-class NetworkArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class NetworkArgs(ComponentArgs):
     config: NetworkConfig
     cidr: str = DEFAULT_CIDR
     region: str | pulumi.Output[str] | None = None  # None: looked up when first needed

@@ -22,12 +22,11 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
+from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 
-StrInput = str | pulumi.Output
 # Older events are of no use to a waiter, which lists the bucket before it reads the queue.
 EVENTS_RETENTION_SECONDS = 3600
 EVENTS_PUBLISHER = "events.amazonaws.com"
@@ -55,9 +54,7 @@ def event_pattern(bucket_name: str) -> str:
     )
 
 
-class CompletionEventsArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class CompletionEventsArgs(ComponentArgs):
     bucket_name: StrInput  # the output bucket (components/storage.py)
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
-from components.controller import dashboard_widget as controller_widget
+from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.config.models import AlertsConfig
+from tts_fleet.scaling.alarms import PERIOD_S
+from tts_fleet.scaling.bands import OUTSTANDING_EXPRESSION
 from worker.metrics import (
     AUDIO_SECONDS,
     JOBS_COMPLETED,
@@ -31,18 +33,18 @@ from worker.metrics import NAMESPACE as WORKER_NAMESPACE
 
 COST_TAG_KEY = "tts-fleet:stack"
 BUDGET_THRESHOLDS_PERCENT = (80, 100)
-PERIOD_SECONDS = 60
+PERIOD_SECONDS = int(PERIOD_S)  # the queue's metrics, as the scaling alarms read them
 # CloudWatch dashboard names: letters, digits, '-' and '_', at most 255 characters.
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
 _DASHBOARD_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
 PUBLISHERS = ("cloudwatch.amazonaws.com", "budgets.amazonaws.com")
 
-StrInput = str | pulumi.Output
+
+# One dashboard graph: (title, metric lines, statistic).
+Widget = tuple[str, list[list[Any]], str]
 
 
-class ObservabilityArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class ObservabilityArgs(ComponentArgs):
     stack: str
     region: StrInput
     queue_name: StrInput
@@ -50,7 +52,8 @@ class ObservabilityArgs(BaseModel):
     cluster_name: StrInput
     service_name: StrInput
     alerts: AlertsConfig
-    controller: bool = False  # scaling.controller lambda: graph its decisions too
+    # What the scaling mode adds to the dashboard (controller mode: its decisions), or None.
+    scaling_widget: Widget | None = None
     # The stack's account and partition as Platform looked them up once (else looked up here).
     account_id: StrInput | None = None
     partition: StrInput | None = None
@@ -69,7 +72,7 @@ def dashboard_url(region: str, name: str) -> str:
     )
 
 
-def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dict:
+def _widget(index: int, title: str, metrics: list[list[Any]], *, stat: str, region: str) -> dict:
     return {
         "type": "metric",
         "x": 12 * (index % 2),
@@ -82,7 +85,8 @@ def _widget(index: int, title: str, metrics: list[list], **extra: object) -> dic
             "stacked": False,
             "period": PERIOD_SECONDS,
             "metrics": metrics,
-            **extra,
+            "stat": stat,
+            "region": region,
         },
     }
 
@@ -94,7 +98,7 @@ def dashboard_body(
     cluster: str,
     service: str,
     stack: str,
-    controller: bool = False,
+    scaling_widget: Widget | None = None,
 ) -> str:
     """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
 
@@ -104,9 +108,9 @@ def dashboard_body(
     sqs, ecs, own = "AWS/SQS", "ECS/ContainerInsights", WORKER_NAMESPACE
     task = ("ClusterName", cluster, "ServiceName", service)
     mine = (STACK_DIMENSION, stack)
-    widgets = [
+    widgets: list[Widget] = [
         ("Outstanding jobs (visible + in flight)", [
-            [{"expression": "visible + notVisible", "label": "Outstanding", "id": "outstanding"}],
+            [{"expression": OUTSTANDING_EXPRESSION, "label": "Outstanding", "id": "outstanding"}],
             [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", queue, {"id": "visible"}],
             [sqs, "ApproximateNumberOfMessagesNotVisible", "QueueName", queue,
              {"id": "notVisible"}],
@@ -134,8 +138,8 @@ def dashboard_body(
             [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", dlq, {"label": "DLQ"}],
         ], "Maximum"),
     ]  # fmt: skip
-    if controller:  # what the scaling controller decided, beside what ECS then ran
-        widgets.insert(2, controller_widget(stack))
+    if scaling_widget is not None:  # e.g. what the controller decided, beside what ECS ran
+        widgets.insert(2, scaling_widget)
     return json.dumps(
         {
             "widgets": [
@@ -272,7 +276,9 @@ class Observability(pulumi.ComponentResource):
             dashboard_body=pulumi.Output.all(
                 args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
             ).apply(
-                lambda values: dashboard_body(*values, stack=args.stack, controller=args.controller)
+                lambda v: dashboard_body(
+                    v[0], v[1], v[2], v[3], v[4], args.stack, args.scaling_widget
+                )
             ),
             opts=child,
         )

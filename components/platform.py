@@ -1,7 +1,8 @@
 """Platform: the whole stack from one StackConfig — the only thing `__main__.py` builds.
 
 Composes Network → JobQueue, OutputBucket, WorkerImage → GpuCapacity → WorkerService →
-QueueAutoscaling (+ ScalingController with `scaling.controller: lambda`) and Observability,
+ScalableTarget + the scaling mode (StepScaling for `scaling.mode: alarms`; SafetyNet and
+ScalingController for `controller`) and Observability,
 and exposes what users and the operator tools need as Outputs.
 """
 
@@ -9,29 +10,34 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
-from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
+from components.args import ComponentArgs
+from components.autoscaling import (
+    ModeArgs,
+    SafetyNet,
+    ScalableTarget,
+    ScalableTargetArgs,
+    StepScaling,
+)
 from components.capacity import GpuCapacity, GpuCapacityArgs
 from components.controller import (
     ScalingController,
     ScalingControllerArgs,
-    controller_params,
     function_name,
 )
+from components.controller import dashboard_widget as controller_widget
 from components.image import WorkerImage, WorkerImageArgs
 from components.network import Network, NetworkArgs
 from components.notifications import CompletionEvents, CompletionEventsArgs
-from components.observability import Observability, ObservabilityArgs
+from components.observability import Observability, ObservabilityArgs, Widget
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
 from components.storage import OutputBucket, OutputBucketArgs
+from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
 
 
-class PlatformArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class PlatformArgs(ComponentArgs):
     config: StackConfig
     stack: str
     worker_dir: str
@@ -53,10 +59,9 @@ class Platform(pulumi.ComponentResource):
     service_name: pulumi.Output[str]
     image_uri: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
-    scale_out_alarm_name: pulumi.Output[str]
     dashboard_url: pulumi.Output[str]
     alerts_topic_arn: pulumi.Output[str]
-    controller_function_arn: pulumi.Output[str] | None  # None: scaling.controller is alarms
+    controller_function_arn: pulumi.Output[str] | None  # None: scaling.mode is alarms
     events_queue_url: pulumi.Output[str] | None  # None: notifications.enabled is false
     events_consumer_policy_arn: pulumi.Output[str] | None
 
@@ -73,7 +78,7 @@ class Platform(pulumi.ComponentResource):
         account_id = aws.get_caller_identity_output(opts=invoke).account_id
         controller_name = (
             function_name(pulumi.get_project(), args.stack)
-            if cfg.scaling.controller == "lambda"
+            if cfg.scaling.mode == "controller"
             else None
         )
         network = Network(
@@ -126,24 +131,37 @@ class Platform(pulumi.ComponentResource):
             worker_service_args(cfg, network, queue, bucket, image, capacity, region),
             opts=child,
         )
-        autoscaling = QueueAutoscaling(
+        target = ScalableTarget(
             f"{name}-autoscaling",
-            QueueAutoscalingArgs(
+            ScalableTargetArgs(
                 cluster_name=capacity.cluster_name,
                 service_name=service.service_name,
-                queue_name=queue.queue_name,
                 scaling=cfg.scaling,
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
         )
+        on_target = ModeArgs(
+            target=target,
+            queue_name=queue.queue_name,
+            cluster_name=capacity.cluster_name,
+            service_name=service.service_name,
+            scaling=cfg.scaling,
+        )
+        # The mode, chosen once: the step policy and its alarms, or the controller function
+        # with its safety net and its graph on the dashboard.
+        scaling_widget: Widget | None = None
         self.controller_function_arn = None
-        if controller_name is not None:
+        on_it = pulumi.ResourceOptions(parent=target)
+        if controller_name is None:
+            StepScaling(f"{name}-autoscaling", on_target, opts=on_it)
+        else:
+            SafetyNet(f"{name}-autoscaling", on_target, opts=on_it)
             controller = ScalingController(
                 f"{name}-controller",
                 ScalingControllerArgs(
                     stack=args.stack,
                     function_name=controller_name,
-                    params=controller_params(cfg.scaling, cfg.worker.concurrency),
+                    params=topology.controller_params(cfg),
                     queue_url=queue.queue_url,
                     queue_arn=queue.queue_arn,
                     cluster_name=capacity.cluster_name,
@@ -153,9 +171,10 @@ class Platform(pulumi.ComponentResource):
                     bucket_arn=bucket.bucket_arn,
                 ),
                 # After the scalable target: the function reads its bounds.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[autoscaling]),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[target]),
             )
             self.controller_function_arn = controller.function_arn
+            scaling_widget = controller_widget(args.stack)
         observability = Observability(
             f"{name}-observability",
             ObservabilityArgs(
@@ -166,7 +185,7 @@ class Platform(pulumi.ComponentResource):
                 cluster_name=capacity.cluster_name,
                 service_name=service.service_name,
                 alerts=cfg.alerts,
-                controller=cfg.scaling.controller == "lambda",
+                scaling_widget=scaling_widget,
                 account_id=account_id,
                 partition=partition,
             ),
@@ -179,7 +198,6 @@ class Platform(pulumi.ComponentResource):
             )
             self.events_queue_url = events.queue_url
             self.events_consumer_policy_arn = events.consumer_policy_arn
-        self.scale_out_alarm_name = autoscaling.scale_out_alarm_name
         self.dashboard_url = observability.dashboard_url
         self.alerts_topic_arn = observability.alerts_topic_arn
         self._expose(queue, bucket, capacity, service, image)

@@ -15,8 +15,8 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict
 
+from components.args import ComponentArgs
 from components.controller import function_arn
 from components.iam import deny_insecure_transport
 from tts_fleet.config.models import QueueConfig
@@ -28,9 +28,7 @@ def redrive_policy(dlq_arn: str, max_receive_count: int) -> str:
     return json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count})
 
 
-class JobQueueArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class JobQueueArgs(ComponentArgs):
     config: QueueConfig
     producer_principal_arns: tuple[str, ...] = ()
     # The scaling controller's function name (components/controller.py), or None (alarms).

@@ -2,7 +2,8 @@
 
 One container runs vLLM-Omni (the model server on 127.0.0.1:SPEECH_PORT) and the worker
 (`worker/entrypoint.sh`). The service starts at desired count 0 and ignores `desiredCount`
-afterwards: QueueAutoscaling owns it, and `pulumi up` must not reset a running fleet to 0.
+afterwards: the scaling mode owns it (the controller or the step policy), and `pulumi up`
+must not reset a running fleet to 0.
 
 `force_new_deployment` is on: changing `gpu.capacityType` replaces the capacity provider, so
 the service's capacity provider strategy changes, and the ECS provider under pulumi-aws
@@ -17,8 +18,9 @@ import json
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from components.args import ComponentArgs
 from components.iam import same_account_condition, trust_policy
 from components.service_policies import (
     CONTAINER_NAME,
@@ -26,17 +28,10 @@ from components.service_policies import (
     task_policy,
     task_protection_arn,
 )
-from tts_fleet.config.models import QueueConfig, WorkerConfig
+from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
 from worker.settings import DEFAULT_SPEECH_URL, worker_env
 
 LOG_RETENTION_DAYS = 30
-# Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
-# and the OS (a hard limit equal to host memory would never be placed).
-MEMORY_RESERVATION_FRACTION = 0.75
-# /dev/shm counts against the host's memory when ECS places the task, so it comes out of
-# that reservation; keep at least this much for the task itself.
-# https://github.com/aws/amazon-ecs-agent/blob/master/proposals/shmsize-tmpfs.md
-MIN_MEMORY_RESERVATION_MIB = 1024
 # Read by vLLM, not by the worker: load the image's CUDA forward-compatibility libraries.
 CUDA_COMPATIBILITY_ENV = "VLLM_ENABLE_CUDA_COMPATIBILITY"
 
@@ -73,21 +68,7 @@ def worker_environment(
     return [{"name": k, "value": v} for k, v in values.items()]
 
 
-def memory_reservation_mib(min_memory_gib: int, shared_memory_mib: int) -> int:
-    """The container's soft memory reservation: the host headroom fraction minus /dev/shm."""
-    reservation = int(min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION) - shared_memory_mib
-    if reservation < MIN_MEMORY_RESERVATION_MIB:
-        raise ValueError(
-            f"worker.sharedMemoryMib {shared_memory_mib} leaves {reservation} MiB of the "
-            f"{min_memory_gib} GiB host (gpu.memoryGib.min) for the task; lower it or raise "
-            "gpu.memoryGib.min"
-        )
-    return reservation
-
-
-class WorkerServiceArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class WorkerServiceArgs(ComponentArgs):
     worker: WorkerConfig
     queue: QueueConfig
     gpu_count: int = Field(ge=1)
@@ -159,7 +140,7 @@ class WorkerService(pulumi.ComponentResource):
             propagate_tags="SERVICE",
             enable_ecs_managed_tags=True,
             force_new_deployment=True,
-            # QueueAutoscaling owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
+            # The scaling mode owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCount"]),
         )
         self.service_name = service.name

@@ -15,12 +15,14 @@ With `reader_policy`, a managed policy that reads what the worker writes (`outpu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from components.args import ComponentArgs
 from components.iam import deny_insecure_transport
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 
@@ -28,9 +30,7 @@ from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 ABORT_MULTIPART_DAYS = 1
 
 
-class OutputBucketArgs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
-
+class OutputBucketArgs(ComponentArgs):
     expire_days: int = Field(ge=0)
     on_destroy: Literal["retain", "delete"] = "retain"
     reader_policy: bool = False
@@ -111,8 +111,10 @@ class OutputBucket(pulumi.ComponentResource):
         self.register_outputs({"bucket_name": self.bucket_name, "bucket_arn": self.bucket_arn})
 
     @staticmethod
-    def _lifecycle_rules(expire_days: int) -> list[dict]:
-        rules: list[dict] = [
+    def _lifecycle_rules(
+        expire_days: int,
+    ) -> list[aws.s3.BucketLifecycleConfigurationRuleArgsDict]:
+        rules: list[aws.s3.BucketLifecycleConfigurationRuleArgsDict] = [
             {
                 "id": "abort-incomplete-uploads",
                 "status": "Enabled",
@@ -148,7 +150,7 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
                 "Sid": "ReadOutputs",
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
-                "Resource": [arn.apply(lambda a, p=p: f"{a}/{p}*") for p in READ_PREFIXES],
+                "Resource": [arn.apply(_under(prefix)) for prefix in READ_PREFIXES],
             },
             {
                 # As the task role's SeeOwnOutputs: no s3:prefix condition, so a GET of a key
@@ -160,3 +162,8 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
             },
         ],
     }
+
+
+def _under(prefix: str) -> Callable[[str], str]:
+    """The keys under `prefix` of a bucket, from its ARN."""
+    return lambda arn: f"{arn}/{prefix}*"

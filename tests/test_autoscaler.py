@@ -127,21 +127,32 @@ def test_decisions_match_the_alarm_model_on_a_brute_force_series(
             observations.append((now, value))
 
 
-def test_nothing_outside_the_scaling_core_drives_the_alarm_model() -> None:
-    """The simulator and the local scaler both drive tts_fleet.scaling.alarms: no other loop
-    around the policy, and no capacity computed elsewhere."""
-    pattern = re.compile(r"\b(AlarmModel|step_capacity|formula|desired)\(")
-    offenders = [
-        str(path.relative_to(ROOT))
-        for path in (ROOT / "tts_fleet").rglob("*.py")
-        if "scaling" not in path.relative_to(ROOT / "tts_fleet").parts
-        and pattern.search(path.read_text(encoding="utf-8"))
-    ]
-    # `tts-fleet scaling` prints the formula's range beside each band: a display, not a loop.
-    assert offenders == ["tts_fleet/cli/scaling.py"]
-    drivers = [
+def _files_with(pattern: re.Pattern[str]) -> list[str]:
+    return [
         str(path.relative_to(ROOT))
         for path in sorted((ROOT / "tts_fleet").rglob("*.py"))
-        if "Autoscaler(" in path.read_text(encoding="utf-8") and "scaling" not in path.parts
+        if pattern.search(path.read_text(encoding="utf-8"))
     ]
-    assert drivers == ["tts_fleet/local/scaler.py", "tts_fleet/sim/scalers.py"]
+
+
+def test_the_simulator_the_local_fleet_and_the_controller_drive_one_policy_interface() -> None:
+    """Both modes are wrapped once, in tts_fleet/scaling/policy.py; the three drivers build a
+    Policy and drive it; no capacity is computed outside the scaling core."""
+    capacity = re.compile(r"\b(AlarmModel|step_capacity|formula|desired)\(")
+    # `tts-fleet scaling` prints the formula's range beside each band: a display, not a loop.
+    assert [p for p in _files_with(capacity) if "/scaling/" not in p] == [
+        "tts_fleet/cli/scaling.py"
+    ]
+    assert _files_with(re.compile(r"\bAutoscaler\(")) == ["tts_fleet/scaling/policy.py"]
+    pure_decide = re.compile(r"from tts_fleet\.scaling\.controller import \(?[^)]*\bdecide\b")
+    assert _files_with(pure_decide) == ["tts_fleet/scaling/policy.py"]
+    assert _files_with(re.compile(r"\b(AlarmsPolicy|ControllerPolicy)\(")) == [
+        "tts_fleet/controller/handler.py",
+        "tts_fleet/local/run.py",
+        "tts_fleet/sim/scalers.py",
+    ]
+    # The local fleet and the simulator take any Policy; the handler drives the controller's.
+    assert _files_with(re.compile(r"def __init__\(\s*self,\s*policy: Policy\b")) == [
+        "tts_fleet/local/scaler.py",
+        "tts_fleet/sim/scalers.py",
+    ]

@@ -18,7 +18,7 @@ from tts_fleet.config.stack_file import StackFile
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers, notifications"
 SCALING_KEYS = (
     "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules,"
-    " controller, coldStartWork"
+    " mode, coldStartWork"
 )
 EXISTING = {"mode": "existing", "vpcId": "vpc-0abc12345"}
 TWO_SUBNETS = ["subnet-0abc12345", "subnet-0def67890"]
@@ -113,6 +113,36 @@ def test_unknown_keys_fail_with_a_suggestion() -> None:
         f"tts-fleet:scaling.maxWorker: unknown key (known: {SCALING_KEYS}); "
         "did you mean 'maxWorkers'?",
     ]
+
+
+@pytest.mark.parametrize("old", ["lambda", "alarms"])
+def test_the_old_mode_key_says_what_it_is_called_now(old: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw({"scaling": {"controller": old}})
+    assert caught.value.problems == [
+        "tts-fleet:scaling.controller: renamed: it is now scaling.mode"
+        " (`lambda` is now `controller`, `alarms` stays)"
+    ]
+
+
+def test_shared_memory_that_leaves_the_task_too_little_host_memory_is_refused() -> None:
+    """A cross-section rule: deploy, preflight and `local --stack` reject what `up` would."""
+    with pytest.raises(ConfigError) as caught:
+        StackConfig.from_raw({"worker": {"sharedMemoryMib": 11_500}})
+    assert caught.value.problems == [
+        "tts-fleet:worker.sharedMemoryMib: 11500 leaves 788 MiB of the 16 GiB host"
+        " (gpu.memoryGib.min) for the task (at least 1024); lower it or raise gpu.memoryGib.min"
+    ]
+    # The floor itself is enough, and a bigger host makes room.
+    StackConfig.from_raw({"worker": {"sharedMemoryMib": 11_264}})
+    StackConfig.from_raw(
+        {"worker": {"sharedMemoryMib": 11_500}, "gpu": {"memoryGib": {"min": 32, "max": 512}}}
+    )
+
+
+def test_the_mode_defaults_to_the_controller() -> None:
+    assert StackConfig().scaling.mode == "controller"
+    assert StackConfig.from_raw({"scaling": {"mode": "alarms"}}).scaling.mode == "alarms"
 
 
 def test_several_bad_keys_give_several_lines() -> None:

@@ -38,8 +38,9 @@ from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
-from worker.heartbeat import Task
-from worker.jobs import Job
+from worker.consumer import SYSTEM_ATTRIBUTES
+from worker.held import HeldMessage
+from worker.jobs import FailureRecord, Job, Manifest, failure_key, manifest_key
 from worker.loop import Worker
 from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
 from worker.protection import Protection
@@ -179,14 +180,14 @@ def _run_worker_on(sqs: Any, s3: Any, settings: Settings, bodies: list[str]) -> 
     messages = sqs.receive_message(
         QueueUrl=settings.queue_url,
         MaxNumberOfMessages=10,
-        AttributeNames=["All"],
+        MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
         MessageAttributeNames=["All"],
     )["Messages"]
     assert len(messages) == len(bodies)
     metrics = Metrics(io.StringIO())
     worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)  # type: ignore[arg-type]
     for message in messages:
-        worker._process(Task(message))
+        worker.handler(HeldMessage(message), worker.consumer)
 
 
 @pytest.fixture
@@ -216,6 +217,18 @@ def test_the_worker_writes_only_where_the_task_role_may(
         assert any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns), (key, patterns)
 
 
+def test_the_manifest_and_the_failure_record_name_the_sender(written: dict[str, Any]) -> None:
+    s3, bucket = written["s3"], written["target"].bucket
+    manifest = Manifest.model_validate_json(
+        s3.get_object(Bucket=bucket, Key=manifest_key("done-1"))["Body"].read()
+    )
+    record = FailureRecord.model_validate_json(
+        s3.get_object(Bucket=bucket, Key=failure_key("bad-1"))["Body"].read()
+    )
+    assert manifest.sender_id
+    assert record.sender_id == manifest.sender_id
+
+
 def test_the_clients_readers_find_what_the_worker_wrote(written: dict[str, Any]) -> None:
     s3, target = written["s3"], written["target"]
     done, failed = outcomes(s3, target, ["done-1", "bad-1"])
@@ -243,7 +256,7 @@ def test_the_local_fleet_reads_the_workers_manifests(
         "", target.queue_url, target.dlq_url, target.bucket, written["sqs"], written["s3"]
     )
     # What finish.collect downloads at the end of a run; it reads only the run's `aws`.
-    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)  # type: ignore[arg-type]
+    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)
     assert (manifest.id, manifest.duration_s, failed_ids) == ("done-1", 1.5, {"bad-1"})
     assert manifest.audio_key in written["keys"]
 
@@ -326,9 +339,14 @@ def test_no_component_restates_a_worker_metric_name() -> None:
 # ---- the stack outputs ----------------------------------------------------------------
 
 
+# Not the default, so a reader falling back to it cannot pass for one that read the output.
+EXPORTED_TEXT_LIMIT = 4321
+
+
 @pytest.fixture(scope="module")
 def exports() -> dict[str, Any]:
-    return run_main(stack_file_config("dev"), "dev")[1]
+    worker = {"tts-fleet:worker": {"maxTextChars": EXPORTED_TEXT_LIMIT}}
+    return run_main({**stack_file_config("dev"), **worker}, "dev")[1]
 
 
 def test_main_exports_every_declared_output(exports: dict[str, Any]) -> None:
@@ -343,12 +361,22 @@ def test_the_client_reads_the_outputs_main_exports(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(client_stack, "stack_outputs", lambda stack: exports)
     target = client_stack.resolve_target("dev", None, None, None)
-    resolved = (target.queue_url, target.dlq_url, target.bucket, target.cluster, target.service)
+    resolved = (
+        target.queue_url,
+        target.dlq_url,
+        target.bucket,
+        target.cluster,
+        target.service,
+        target.controller_arn,
+        target.max_text_chars,
+    )
     assert resolved == (
         exports[outputs.QUEUE_URL],
         exports[outputs.DLQ_URL],
         exports[outputs.BUCKET_NAME],
         exports[outputs.CLUSTER_NAME],
         exports[outputs.SERVICE_NAME],
+        exports[outputs.CONTROLLER_FUNCTION_ARN],
+        EXPORTED_TEXT_LIMIT,
     )
     assert None not in resolved

@@ -25,6 +25,8 @@ PARAMS = ControllerParams(
     cold_start_work=0.5,
     cold_start_s=630.0,
     seconds_per_job=2.0,
+    concurrency=1,
+    host_idle_s=200.0,
 )
 
 
@@ -44,10 +46,18 @@ def run(params: ControllerParams, observations):
 
 def test_from_config_reads_the_stack_keys() -> None:
     scaling = ScalingConfig(max_workers=7, jobs_per_worker=3, idle_minutes=9, cold_start_work=2)
-    params = ControllerParams.from_config(scaling, cold_start_s=600, seconds_per_job=2.5)
+    params = ControllerParams.from_config(
+        scaling,
+        cold_start_s=600,
+        seconds_per_job=2.5,
+        concurrency=2,
+        cold_start_work=scaling.cold_start_work,
+        host_idle_seconds=-1,
+    )
     assert (params.max_workers, params.jobs_per_worker, params.idle_minutes) == (7, 3, 9)
-    assert params.cold_start_work == 2.0
+    assert (params.cold_start_work, params.concurrency) == (2.0, 2)
     assert (params.cold_start_s, params.seconds_per_job) == (600, 2.5)
+    assert params.host_idle_s == 0.0  # -1 keeps hosts forever: no released host is counted on
 
 
 def test_fresh_state_from_empty_json() -> None:
@@ -188,6 +198,8 @@ def test_desired_stays_within_bounds_and_keeps_busy_and_launching_workers(
         cold_start_work=kappa,
         cold_start_s=630.0,
         seconds_per_job=2.0,
+        concurrency=1,
+        host_idle_s=200.0,
     )
     state = ControllerState()
     for i, (visible, in_flight, running, pending) in enumerate(samples):

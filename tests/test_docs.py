@@ -5,7 +5,11 @@
 (b) every relative markdown link (and #anchor) in README.md and docs/*.md resolves, every
     `DESIGN §n` cited anywhere has a numbered heading in docs/design.md, and every `*.md`
     path that code or comments mention exists;
-(c) README.md is at most 200 lines.
+(c) README.md is at most 200 lines;
+(d) every package and module under tts_fleet/, components/ and worker/ is named in its
+    package's entry of DESIGN §2 (the layout);
+(e) every `tts-fleet scaling|simulate|advise|cost` output quoted in docs/*.md is what the
+    command prints today (`python scripts/doc_outputs.py --check`).
 Each checker is also run on a small broken sample, so a checker that finds nothing fails.
 """
 
@@ -20,9 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
-from scripts import config_docs
+from scripts import config_docs, doc_outputs
 from tts_fleet import exit_codes
 from tts_fleet.config.models import SECTIONS, Range, ScalingConfig, Schedule, StackConfig
 
@@ -335,3 +340,163 @@ def test_the_exit_code_table_in_cli_md_is_the_code_s() -> None:
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= README_MAX_LINES
+
+
+# ---------------------------------------------------------------- (d) the layout names every module
+
+LAYOUT_ROOTS = ("tts_fleet", "components", "worker")
+LAYOUT_SECTION = "2. Layout"
+# A package's entry in DESIGN §2 is a list item that starts with its path: "- `tts_fleet/sim/`".
+_PACKAGE_ENTRY = re.compile(r"^- `((?:[\w.-]+/)+)`")
+_SPAN = re.compile(r"`([^`]+)`")
+
+
+def packages(root: Path) -> dict[str, set[str]]:
+    """Each directory under the layout roots that holds Python ("tts_fleet/sim/") → the file
+    names of its modules, without `__init__.py`."""
+    found: dict[str, set[str]] = {}
+    for top in LAYOUT_ROOTS:
+        for path in sorted((root / top).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            package = path.parent.relative_to(root).as_posix() + "/"
+            modules = found.setdefault(package, set())
+            if path.name != "__init__.py":
+                modules.add(path.name)
+    return found
+
+
+def section_lines(path: Path, title: str) -> list[str]:
+    """The lines of the `## title` section, up to the next heading of that level or above."""
+    lines = path.read_text().splitlines()
+    start = lines.index(f"## {title}") + 1
+    end = next((i for i in range(start, len(lines)) if re.match(r"^#{1,2} ", lines[i])), None)
+    return lines[start:end]
+
+
+def layout_entries(design: Path) -> dict[str, set[str]]:
+    """DESIGN §2's package entries → the bare module file names (`x.py`) each one names."""
+    entries: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in section_lines(design, LAYOUT_SECTION):
+        if match := _PACKAGE_ENTRY.match(line):
+            current = entries.setdefault(match.group(1), set())
+        elif line.startswith("- ") or not line.strip():
+            current = None
+        if current is not None:
+            for span in _SPAN.findall(line):
+                current.update(w for w in span.split() if w.endswith(".py") and "/" not in w)
+    return entries
+
+
+def unnamed_in_layout(root: Path, design: Path) -> list[str]:
+    """Packages with no entry in DESIGN §2, and modules their entry does not name."""
+    entries = layout_entries(design)
+    problems: list[str] = []
+    for package, modules in sorted(packages(root).items()):
+        if package not in entries:
+            problems.append(f"{package}: no entry in DESIGN §2")
+            continue
+        unnamed = sorted(modules - entries[package])
+        problems += [f"{package}{name}: not named in DESIGN §2" for name in unnamed]
+    return problems
+
+
+def test_the_layout_names_every_package_and_module() -> None:
+    assert unnamed_in_layout(ROOT, DOCS / "design.md") == []
+
+
+def test_the_layout_check_finds_what_is_missing(tmp_path: Path) -> None:
+    for name in ("worker/__init__.py", "worker/loop.py", "worker/held.py",
+                 "tts_fleet/sim/__init__.py", "tts_fleet/sim/engine.py",
+                 "tts_fleet/local/events.py", "components/__init__.py"):  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    design = tmp_path / "design.md"
+    design.write_text(
+        "# Design\n\n## 2. Layout\n\n"
+        "- `worker/`: `loop.py` the loop; see `tts_fleet/local/events.py`\n"
+        "  and `held.py`?\n"
+        "- `tts_fleet/sim/`: the simulator (`events.py` is local's)\n"
+        "- `components/`: none yet\n\n"
+        "## 3. Public contracts\n\n- `tts_fleet/local/`: `events.py`\n"
+    )
+    assert unnamed_in_layout(tmp_path, design) == [
+        "tts_fleet/local/: no entry in DESIGN §2",
+        "tts_fleet/sim/engine.py: not named in DESIGN §2",
+    ]
+
+
+# ---------------------------------------------------------------- (e) quoted command outputs
+
+
+def test_quoted_command_outputs_are_current() -> None:
+    # Reruns every quoted command in process: about 4 s, most of it the advise sweep.
+    stale = [block.where for block in doc_outputs.stale(ROOT)]
+    assert stale == [], "run: .venv/bin/python scripts/doc_outputs.py --write"
+
+
+def test_the_docs_quote_the_policy_tools_outputs() -> None:
+    # Guards against markers that silently match nothing, and quoted outputs without one.
+    quoted = {block.command.split()[1] for block in doc_outputs.all_blocks(ROOT)}
+    assert {"scaling", "advise", "cost"} <= quoted
+    assert doc_outputs.unmarked(ROOT) == []
+
+
+def test_a_quoted_output_without_a_marker_is_found(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(
+        "# Page\n\n```\n$ tts-fleet cost --stack dev\nstack dev\n```\n\n"
+        "```\n$ tts-fleet submit jobs.jsonl\n```\n\n"
+        "<!-- output: tts-fleet scaling -->\n```\n$ tts-fleet scaling\n```\n"
+    )
+    assert doc_outputs.unmarked(tmp_path) == ["docs/page.md:4"]
+    assert doc_outputs.main(["--check", "--root", str(tmp_path)]) == 1
+
+
+@pytest.fixture
+def outputs_copy(tmp_path: Path) -> Path:
+    """A root with the stack files and one doc quoting `scaling --stack dev` stale."""
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(
+        "# Page\n\n<!-- output: tts-fleet scaling --stack dev -->\n```\n"
+        "$ tts-fleet scaling --stack dev\ndev: an old line\n```\n\nAfter.\n"
+    )
+    return tmp_path
+
+
+def test_a_stale_output_is_found_and_rewritten(outputs_copy: Path) -> None:
+    assert [b.where for b in doc_outputs.stale(outputs_copy)] == [
+        "docs/page.md:3: tts-fleet scaling --stack dev"
+    ]
+    assert doc_outputs.main(["--check", "--root", str(outputs_copy)]) == 1
+    assert doc_outputs.main(["--write", "--root", str(outputs_copy)]) == 0
+    text = (outputs_copy / "docs" / "page.md").read_text()
+    raw = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]["tts-fleet:scaling"]
+    # The stack file's values, as the command prints them, replaced the old line.
+    assert "dev: an old line" not in text
+    assert f"maxWorkers {raw['maxWorkers']}, jobsPerWorker {raw['jobsPerWorker']}" in text
+    # The prompt line and the text around the block are kept.
+    assert text.startswith(
+        "# Page\n\n<!-- output: tts-fleet scaling --stack dev -->\n```\n"
+        "$ tts-fleet scaling --stack dev\n"
+    )
+    assert text.endswith("```\n\nAfter.\n")
+    assert doc_outputs.main(["--check", "--root", str(outputs_copy)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("page", "problem"),
+    [
+        ("<!-- output: tts-fleet submit jobs.jsonl -->\n```\nx\n```\n", "is not one of"),
+        ("<!-- output: tts-fleet cost -->\n\n```\nx\n```\n", "not followed by a fenced"),
+        ("<!-- output: tts-fleet cost -->\n```\nx\n", "not closed"),
+    ],
+)
+def test_a_bad_marker_is_an_error(tmp_path: Path, page: str, problem: str) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(page)
+    with pytest.raises(ValueError, match=problem):
+        doc_outputs.all_blocks(tmp_path)

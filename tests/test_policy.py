@@ -25,6 +25,13 @@ from tts_fleet.scaling.bands import (
 )
 
 
+def scaling(**fields: int) -> Scaling:
+    """A Scaling with the config's defaults (ScalingConfig's fields) for what is not given."""
+    defaults = ScalingConfig()
+    names = ("min_workers", "max_workers", "jobs_per_worker", "idle_minutes")
+    return Scaling(**{name: fields.get(name, getattr(defaults, name)) for name in names})
+
+
 def ceil_div(outstanding: int, jobs: int) -> int:
     return -(-outstanding // jobs)
 
@@ -68,13 +75,13 @@ def assert_invariants(cfg: Scaling, outstanding_values: range) -> None:
     ],
 )
 def test_bands_exact_small(jobs: int, max_workers: int, expected: list[Band]) -> None:
-    plan = bands(Scaling(max_workers=max_workers, jobs_per_worker=jobs))
+    plan = bands(scaling(max_workers=max_workers, jobs_per_worker=jobs))
     assert list(plan.bands) == expected
     assert plan.worst_overprovision == 1.0
 
 
 def test_bands_max_20_is_one_band_per_worker() -> None:
-    plan = bands(Scaling(max_workers=20, jobs_per_worker=8))
+    plan = bands(scaling(max_workers=20, jobs_per_worker=8))
     assert len(plan.bands) == 20
     assert [b.capacity for b in plan.bands] == list(range(1, 21))
     assert [b.lower for b in plan.bands] == [8 * k for k in range(20)]
@@ -84,7 +91,7 @@ def test_bands_max_20_is_one_band_per_worker() -> None:
 @pytest.mark.parametrize("max_workers", [50, 200])
 @pytest.mark.parametrize("jobs", [1, 8, 16])
 def test_bands_above_the_quota_keep_20_levels(max_workers: int, jobs: int) -> None:
-    cfg = Scaling(max_workers=max_workers, jobs_per_worker=jobs)
+    cfg = scaling(max_workers=max_workers, jobs_per_worker=jobs)
     plan = bands(cfg)
     assert len(plan.bands) == MAX_STEP_ADJUSTMENTS
     assert plan.bands[-1].capacity == max_workers
@@ -94,7 +101,7 @@ def test_bands_above_the_quota_keep_20_levels(max_workers: int, jobs: int) -> No
 
 def test_bands_max_50_exact_levels_and_worst_case() -> None:
     # The optimum (see the brute force below): worst ratio 9/8 = 1.125, from 7 → 9.
-    plan = bands(Scaling(max_workers=50, jobs_per_worker=8))
+    plan = bands(scaling(max_workers=50, jobs_per_worker=8))
     assert [b.capacity for b in plan.bands] == [
         *range(1, 8),
         9,
@@ -137,16 +144,16 @@ def test_capacity_levels_minimise_the_worst_overprovisioning(max_workers: int, l
 
 
 def test_bands_with_min_workers_spend_no_level_below_it() -> None:
-    plan = bands(Scaling(min_workers=3, max_workers=5, jobs_per_worker=8))
+    plan = bands(scaling(min_workers=3, max_workers=5, jobs_per_worker=8))
     assert list(plan.bands) == [Band(0, 24, 3), Band(24, 32, 4), Band(32, None, 5)]
-    big = Scaling(min_workers=5, max_workers=60, jobs_per_worker=8)
+    big = scaling(min_workers=5, max_workers=60, jobs_per_worker=8)
     assert bands(big).bands[0] == Band(0, 40, 5)
     assert_invariants(big, range(1, 60 * 8 + 9))
 
 
 def test_bands_follow_a_stack_config_model() -> None:
     cfg = ScalingConfig(max_workers=4, jobs_per_worker=8)
-    assert bands(cfg) == bands(Scaling(max_workers=4, jobs_per_worker=8))
+    assert bands(cfg) == bands(scaling(max_workers=4, jobs_per_worker=8))
 
 
 @settings(max_examples=150, deadline=None)
@@ -158,7 +165,7 @@ def test_bands_follow_a_stack_config_model() -> None:
 )
 def test_bands_property(jobs: int, max_workers: int, min_fraction: float, data) -> None:
     min_workers = int(min_fraction * max_workers)
-    cfg = Scaling(min_workers=min_workers, max_workers=max_workers, jobs_per_worker=jobs)
+    cfg = scaling(min_workers=min_workers, max_workers=max_workers, jobs_per_worker=jobs)
     top = max_workers * jobs + jobs
     samples = data.draw(st.lists(st.integers(1, top), min_size=1, max_size=50))
     plan = bands(cfg)
@@ -170,7 +177,7 @@ def test_bands_property(jobs: int, max_workers: int, min_fraction: float, data) 
 
 
 def test_step_capacity_compares_raw_values_and_rejects_below_threshold() -> None:
-    plan = bands(Scaling(max_workers=4, jobs_per_worker=8))
+    plan = bands(scaling(max_workers=4, jobs_per_worker=8))
     assert step_capacity(8, plan) == 1
     assert step_capacity(8.5, plan) == 1  # metric - threshold 7.5 < 8
     assert step_capacity(9, plan) == 2
@@ -187,18 +194,18 @@ def test_step_capacity_compares_raw_values_and_rejects_below_threshold() -> None
     [(1, 0, 4, 1), (8, 0, 4, 1), (9, 0, 4, 2), (32, 0, 4, 4), (10_000, 0, 4, 4), (1, 2, 4, 2)],
 )
 def test_formula_table(outstanding: int, min_workers: int, max_workers: int, expected: int) -> None:
-    cfg = Scaling(min_workers=min_workers, max_workers=max_workers, jobs_per_worker=8)
+    cfg = scaling(min_workers=min_workers, max_workers=max_workers, jobs_per_worker=8)
     assert formula(outstanding, cfg) == expected
 
 
 def test_desired_rules() -> None:
-    cfg = Scaling(min_workers=0, max_workers=4, jobs_per_worker=8, idle_minutes=5)
+    cfg = scaling(min_workers=0, max_workers=4, jobs_per_worker=8, idle_minutes=5)
     assert desired(17, 0, cfg) == 3  # scale out from zero
     assert desired(9, 4, cfg) == 2  # follows the backlog down
     assert desired(0, 3, cfg) == 3  # an empty queue alone keeps the fleet
     assert desired(0, 3, cfg, idle=True) == 0  # the idle rule returns it to minWorkers
     assert desired(0, 9, cfg) == 4  # clamped to max even when idle has not fired
-    floor = Scaling(min_workers=2, max_workers=4, jobs_per_worker=8)
+    floor = scaling(min_workers=2, max_workers=4, jobs_per_worker=8)
     assert desired(0, 3, floor, idle=True) == 2
     assert desired(0, 0, floor) == 2
 
@@ -215,7 +222,7 @@ def test_desired_rules() -> None:
 def test_desired_property(
     outstanding: int, current: int, min_workers: int, extra: int, jobs: int, idle: bool
 ) -> None:
-    cfg = Scaling(
+    cfg = scaling(
         min_workers=min_workers, max_workers=max(1, min_workers + extra), jobs_per_worker=jobs
     )
     result = desired(outstanding, current, cfg, idle=idle)
@@ -231,7 +238,7 @@ def test_desired_property(
 
 # --- the alarm model ---------------------------------------------------------------------
 
-CFG = Scaling(min_workers=0, max_workers=4, jobs_per_worker=8, idle_minutes=3)
+CFG = scaling(min_workers=0, max_workers=4, jobs_per_worker=8, idle_minutes=3)
 
 
 def test_scale_out_alarm_is_one_period_at_one_job() -> None:
@@ -272,7 +279,7 @@ def test_policy_is_reapplied_every_evaluation_while_in_alarm() -> None:
 
 
 def test_evaluate_uses_the_bands_not_the_plain_formula_above_the_quota() -> None:
-    cfg = Scaling(max_workers=50, jobs_per_worker=8, idle_minutes=5)
+    cfg = scaling(max_workers=50, jobs_per_worker=8, idle_minutes=5)
     model = AlarmModel(cfg)
     # outstanding 57 → formula 8, band (7, 9] → 9 workers.
     assert formula(57, cfg) == 8
@@ -281,6 +288,6 @@ def test_evaluate_uses_the_bands_not_the_plain_formula_above_the_quota() -> None
 
 def test_alarm_model_rejects_an_idle_window_cloudwatch_cannot_evaluate() -> None:
     with pytest.raises(ValueError, match=r"1\.\.1440"):
-        AlarmModel(Scaling(idle_minutes=1441))
+        AlarmModel(scaling(idle_minutes=1441))
     with pytest.raises(ValueError, match=r"1\.\.1440"):
-        AlarmModel(Scaling(idle_minutes=0))
+        AlarmModel(scaling(idle_minutes=0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from tts_fleet.cli.main import cli
 from tts_fleet.cli.scaling import report
+from tts_fleet.config import topology
 from tts_fleet.config.stack_file import StackFile
 from tts_fleet.scaling.bands import bands
 
@@ -20,6 +22,11 @@ ROW = re.compile(r"^\s+(\d+)\s+\[(\d+), (\d+|inf)\)\s+(\d+)-?(\d*)\+?\s+(\d+)\s"
 
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, ["scaling", "--project-dir", str(ROOT), *args])
+
+
+def bands_of(*args: str) -> Result:
+    """The alarms mode's report: the checked-in stacks run the controller (the default)."""
+    return invoke(*args, "--mode", "alarms")
 
 
 def table(output: str) -> list[tuple[int, int | None, int]]:
@@ -40,7 +47,7 @@ def test_is_registered_on_the_cli() -> None:
 
 
 def test_dev_stack_prints_the_issue_bands() -> None:
-    result = invoke("--stack", "dev")
+    result = bands_of("--stack", "dev")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0] == (
@@ -54,7 +61,7 @@ def test_dev_stack_prints_the_issue_bands() -> None:
 
 
 def test_prod_stack_rows_are_the_policy_bands_and_quote_the_worst_case() -> None:
-    result = invoke("--stack", "prod")
+    result = bands_of("--stack", "prod")
     assert result.exit_code == 0, result.output
     plan = bands(StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling)
     assert table(result.output) == [(b.lower, b.upper, b.capacity) for b in plan.bands]
@@ -65,7 +72,7 @@ def test_prod_stack_rows_are_the_policy_bands_and_quote_the_worst_case() -> None
 
 
 def test_json_document_for_prod() -> None:
-    result = invoke("--stack", "prod", "--json")
+    result = bands_of("--stack", "prod", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     cfg = StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling
@@ -88,7 +95,7 @@ def test_json_document_for_prod() -> None:
 
 
 def test_flags_override_the_stack_file() -> None:
-    result = invoke("--stack", "dev", "--max-workers", "12", "--json")
+    result = bands_of("--stack", "dev", "--max-workers", "12", "--json")
     data = json.loads(result.output)
     assert data["scaling"]["maxWorkers"] == 12
     assert data["scaling"]["jobsPerWorker"] == 8  # the rest still comes from Pulumi.dev.yaml
@@ -106,7 +113,8 @@ def test_flags_override_the_stack_file() -> None:
 
 
 def test_without_a_stack_uses_defaults_and_flags() -> None:
-    result = CliRunner().invoke(cli, ["scaling", "--max-workers", "2", "--jobs-per-worker", "3"])
+    args = ["scaling", "--max-workers", "2", "--jobs-per-worker", "3", "--mode", "alarms"]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert table(result.output) == [(0, 3, 1), (3, None, 2)]
     assert result.output.startswith("defaults: minWorkers 0, maxWorkers 2, jobsPerWorker 3,")
@@ -114,7 +122,7 @@ def test_without_a_stack_uses_defaults_and_flags() -> None:
 
 def test_reads_a_stack_file_from_the_project_dir(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.team.yaml").write_text(
-        "config:\n  tts-fleet:scaling:\n    maxWorkers: 2\n    jobsPerWorker: 5\n"
+        "config:\n  tts-fleet:scaling:\n    maxWorkers: 2\n    jobsPerWorker: 5\n    mode: alarms\n"
     )
     result = CliRunner().invoke(cli, ["scaling", "--stack", "team", "--project-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -140,14 +148,18 @@ def test_bad_values_name_the_key_one_line_each() -> None:
 
 
 def test_the_band_report_is_typed_and_prints_as_the_json_document() -> None:
-    cfg = StackFile.load(ROOT / "Pulumi.prod.yaml").config().scaling
+    cfg = (
+        StackFile.load(ROOT / "Pulumi.prod.yaml")
+        .config()
+        .scaling.model_copy(update={"mode": "alarms"})
+    )
     data = report("prod", cfg)
     plan = bands(cfg)
     assert [(r.lower_bound, r.upper_bound, r.workers) for r in data.bands] == [
         (b.lower, b.upper, b.capacity) for b in plan.bands
     ]
     assert data.worst_at.workers / data.worst_at.formula == pytest.approx(plan.worst_overprovision)
-    printed = invoke("--stack", "prod", "--json").output
+    printed = bands_of("--stack", "prod", "--json").output
     assert printed == json.dumps(data.to_json(), indent=2) + "\n"
     # Printed without sort_keys: the document's key order is part of its form.
     assert list(json.loads(printed)) == [
@@ -157,3 +169,43 @@ def test_the_band_report_is_typed_and_prints_as_the_json_document() -> None:
         "lower_bound", "upper_bound", "outstanding_min", "outstanding_max", "workers",
         "formula_min", "formula_max", "overprovision",
     ]  # fmt: skip
+
+
+# ---- controller mode (the default): what the function is deployed with --------------------
+
+
+def test_a_controller_stack_shows_the_controllers_parameters_and_its_safety_net() -> None:
+    result = invoke("--stack", "prod")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("prod: minWorkers 0, maxWorkers 40, jobsPerWorker 16,")
+    assert table(result.output) == []  # no step bands: none are deployed
+    params = topology.controller_params(StackFile.load(ROOT / "Pulumi.prod.yaml").config())
+    assert "bounds: 0..40 workers (the scalable target's; schedules move them)" in lines
+    assert f"cold start: {params.cold_start_s:g} s expected;" in result.output
+    assert f"throughput: {params.seconds_per_job:g} s per job per worker with 8 in" in result.output
+    assert (
+        "safety net: alarm visible >= 1 with no task running or wanted for 3 x 60 s"
+        " -> ExactCapacity 1"
+    ) in lines
+    assert "schedule: cron(0 8 ? * MON-FRI *) UTC -> min 1, max 40" in lines
+
+
+def test_the_controller_document_holds_the_deployed_parameters() -> None:
+    cfg = StackFile.load(ROOT / "Pulumi.dev.yaml").config()
+    data = json.loads(invoke("--stack", "dev", "--json").output)
+    assert data["mode"] == "controller" and "bands" not in data
+    deployed = dataclasses.asdict(topology.controller_params(cfg))
+    assert data["controller"] == {"sample_interval_s": 10.0, **deployed}
+    assert data["safety_net"] == {"minutes": 3, "exact_capacity": 1}
+
+
+def test_a_stack_file_in_alarms_mode_shows_its_bands(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.team.yaml").write_text(
+        "config:\n  tts-fleet:scaling:\n    maxWorkers: 2\n    mode: alarms\n"
+    )
+    result = CliRunner().invoke(cli, ["scaling", "--stack", "team", "--project-dir", str(tmp_path)])
+    assert table(result.output) == [(0, 8, 1), (8, None, 2)]
+    # And --mode controller overrides it.
+    args = ["scaling", "--stack", "team", "--project-dir", str(tmp_path), "--mode", "controller"]
+    assert "mode: controller" in CliRunner().invoke(cli, args).output

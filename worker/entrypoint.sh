@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU task entrypoint: one container runs vLLM-Omni (the speech server) and the worker.
 #
-# 1. `vllm serve "$MODEL" --omni --port 8091` starts in the background.
+# 1. `vllm serve "$MODEL" --omni --host 127.0.0.1 --port 8091` starts in the background, on
+#    the loopback interface only: the worker beside it is its one client, and the server has no
+#    API key, so nothing else on the task's network may reach it.
 # 2. Wait for its /health (a GPU model load takes about a minute; fail fast if it dies).
 # 3. Run `python -m worker` and forward SIGTERM/SIGINT to it. The worker drains (finishes
 #    in-flight jobs, releases the rest) and only after it exits is vLLM stopped, so no
@@ -73,7 +75,7 @@ on_term() {
 }
 trap on_term TERM INT
 
-vllm serve "$MODEL" --omni --port "$PORT" &
+vllm serve "$MODEL" --omni --host 127.0.0.1 --port "$PORT" &
 vllm_pid=$!
 
 # stop_vllm TENTHS: SIGTERM, then SIGKILL once TENTHS have passed.

@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Literal
+import unicodedata
+from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 DEFAULT_MAX_TEXT_CHARS = 20_000
+# Applied with `fullmatch` (is_job_id): with `match`, the `$` would admit a trailing newline.
 ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 _ID = re.compile(ID_PATTERN)
 AudioFormat = Literal["wav", "flac", "mp3", "pcm"]
@@ -40,6 +42,8 @@ CUSTOM_VOICE_SPEAKERS = (
 # Under the stack's output prefix: audio and manifests, and failure records (DESIGN §3.3).
 OUTPUTS_PREFIX = "outputs/"
 FAILURES_PREFIX = "failures/"
+# A manifest and a failure record are <folder><id> and this.
+RECORD_SUFFIX = ".json"
 AUDIO_HASH_CHARS = 16
 # S3 user metadata on every manifest: the request's digest (Job.digest()), so a producer can
 # tell with a HEAD whether a manifest is that of the request it is about to send.
@@ -65,7 +69,7 @@ class Job(BaseModel):
     @field_validator("text")
     @classmethod
     def _text_limits(cls, text: str, info: ValidationInfo) -> str:
-        if not text.strip():
+        if is_blank(text):
             raise ValueError("text is blank")
         limit = (info.context or {}).get("max_text_chars", DEFAULT_MAX_TEXT_CHARS)
         if len(text) > limit:
@@ -115,6 +119,17 @@ class Job(BaseModel):
         return json.dumps(self.with_id().model_dump(), ensure_ascii=False, separators=(",", ":"))
 
 
+def is_job_id(candidate: object) -> TypeGuard[str]:
+    """Whether `candidate` is a job id: the whole string matches ID_PATTERN."""
+    return isinstance(candidate, str) and _ID.fullmatch(candidate) is not None
+
+
+def is_blank(text: str) -> bool:
+    """Nothing but whitespace and invisible format characters (Unicode category Cf: zero-width
+    space, joiners, BOM, bidi marks): nothing to speak, though `str.strip` keeps the latter."""
+    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in text)
+
+
 def request_digest(request: dict[str, Any]) -> str:
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -139,6 +154,10 @@ def parse_job(body: str, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> Job:
         raise InvalidJob(f"body is not JSON: {error.msg} at position {error.pos}") from None
     except UnicodeDecodeError as error:
         raise InvalidJob(f"body is not UTF-8: byte {error.start} cannot be decoded") from None
+    except RecursionError:
+        raise InvalidJob("body is not JSON: nested too deeply") from None
+    except ValueError as error:  # e.g. an integer of more digits than int() converts
+        raise InvalidJob(f"body is not JSON: {error}") from None
     if not isinstance(data, dict):
         raise InvalidJob(f"body must be a JSON object, got {type(data).__name__}")
     return validate_job(data, max_text_chars)
@@ -170,9 +189,7 @@ def describe_errors(error: ValidationError) -> str:
 def best_effort_id(data: dict[str, Any]) -> str | None:
     """The message's own id when it is a valid one, so a failure record can use it."""
     candidate = data.get("id")
-    if isinstance(candidate, str) and _ID.match(candidate):
-        return candidate
-    return None
+    return candidate if is_job_id(candidate) else None
 
 
 class InvalidJob(ValueError):
@@ -193,11 +210,23 @@ def audio_key(job_id: str, fmt: str, prefix: str = "", version: str | None = Non
 
 
 def manifest_key(job_id: str, prefix: str = "") -> str:
-    return f"{prefix}{OUTPUTS_PREFIX}{job_id}.json"
+    return f"{prefix}{OUTPUTS_PREFIX}{job_id}{RECORD_SUFFIX}"
 
 
 def failure_key(job_id: str, prefix: str = "") -> str:
-    return f"{prefix}{FAILURES_PREFIX}{job_id}.json"
+    return f"{prefix}{FAILURES_PREFIX}{job_id}{RECORD_SUFFIX}"
+
+
+def job_id_of(key: str, prefix: str = "") -> str | None:
+    """The job id of a manifest's or a failure record's key (the inverse of `manifest_key`
+    and `failure_key` under `prefix`); None for any other key: audio, another prefix, a
+    name that is no job id."""
+    for folder in (OUTPUTS_PREFIX, FAILURES_PREFIX):
+        start = f"{prefix}{folder}"
+        if key.startswith(start) and key.endswith(RECORD_SUFFIX):
+            job_id = key[len(start) : -len(RECORD_SUFFIX)]
+            return job_id if is_job_id(job_id) else None
+    return None
 
 
 class _Record(BaseModel):
@@ -234,6 +263,9 @@ class Manifest(_Record):
     # The SQS MessageId of the message that made it: that message's attempts count the job
     # (worker/deletion.py); None in manifests written before it existed.
     message_id: str | None = None
+    # The SQS SenderId of that message: the IAM user or role (AROA…:session) that sent it, set
+    # by SQS and unforgeable by the producer; None in manifests written before it existed.
+    sender_id: str | None = None
 
     def made_from(self, digest: str) -> bool:
         """Whether this manifest is the output of the request with this digest."""
@@ -253,6 +285,8 @@ class FailureRecord(_Record):
     # The failed request's digest (Job.digest()), None when the body could not be read as a
     # job: a later, edited submit of the same id is not reported as this failure.
     request_digest: str | None = None
+    # The SQS SenderId of the failed message (see Manifest.sender_id): who sent it.
+    sender_id: str | None = None
 
     def reason(self) -> str:
         """One line: the kind, then the detail when there is one."""

@@ -32,6 +32,10 @@ TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
 RELEASE_RESERVE_MAX_SECONDS = 5.0
 RELEASE_RESERVE_FRACTION = 0.2
 MIN_RELEASE_SECONDS = 0.5
+# After the drain, exiting (the last log lines, the threads' and the interpreter's end) takes
+# up to min(1 s, 10 %) of STOP_TIMEOUT_SECONDS: the drain ends that much before the budget.
+EXIT_RESERVE_MAX_SECONDS = 1.0
+EXIT_RESERVE_FRACTION = 0.1
 
 
 class SettingsError(ValueError):
@@ -74,6 +78,11 @@ class Settings:
         return min(
             RELEASE_RESERVE_MAX_SECONDS, self.stop_timeout_seconds * RELEASE_RESERVE_FRACTION
         )
+
+    @property
+    def exit_reserve_seconds(self) -> float:
+        """The very end of the stop budget, kept for exiting once the drain is done."""
+        return min(EXIT_RESERVE_MAX_SECONDS, self.stop_timeout_seconds * EXIT_RESERVE_FRACTION)
 
     @property
     def protection_tick_seconds(self) -> float:

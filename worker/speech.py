@@ -27,6 +27,7 @@ import numpy as np
 import soundfile  # type: ignore[import-untyped]
 
 from worker.jobs import Job
+from worker.text import error_message, halve, split_text
 
 log = logging.getLogger("worker.speech")
 # Every piece is requested at this rate, so the raw PCM needs no header to be read.
@@ -54,8 +55,6 @@ ENCODINGS = {"wav": ("WAV", "PCM_16"), "flac": ("FLAC", "PCM_16"), "mp3": ("MP3"
 # releasing the job with a backoff loses nothing while someone fixes the deployment.
 SERVER_SIDE_4XX = (401, 403, 404, 408, 429)
 _TOO_LONG = re.compile(r"longer than the maximum model length")
-_SENTENCE_END = re.compile(r"(?<=[.!?;…。！？；])\s*")
-_WORD_BREAK = re.compile(r"(?<=[,，、:：])\s*|\s+")
 
 
 class SpeechError(Exception):
@@ -89,69 +88,21 @@ def text_cost(text: str) -> int:
     return len(text) + (WIDE_COST - 1) * len(_WIDE.findall(text))
 
 
-def split_text(text: str, max_cost: int) -> list[str]:
-    """Pieces of at most max_cost, cut at sentence ends, else at commas/spaces, else hard."""
-    if text_cost(text) <= max_cost:
-        return [text]
-    pieces: list[str] = []
-    current, current_cost = "", 0
-    for unit in _units(text, max_cost):
-        cost = text_cost(unit)
-        if current and current_cost + cost > max_cost:
-            pieces.append(current.strip())
-            current, current_cost = "", 0
-        current += unit
-        current_cost += cost
-    if current.strip():
-        pieces.append(current.strip())
-    return [piece for piece in pieces if piece]
+def speech_pieces(text: str, max_cost: int) -> list[str]:
+    """The pieces a text is asked for in (worker/text.py's cuts by context cost), trimmed."""
+    pieces = split_text(text, max_cost, text_cost)
+    if len(pieces) == 1:
+        return pieces
+    return _trimmed(pieces)
 
 
-def _units(text: str, max_cost: int) -> list[str]:
-    units: list[str] = []
-    for sentence in _split_keep(text, _SENTENCE_END):
-        if text_cost(sentence) <= max_cost:
-            units.append(sentence)
-            continue
-        for word in _split_keep(sentence, _WORD_BREAK):
-            units.extend(_hard_cut(word, max_cost))
-    return units
+def halves(text: str) -> list[str]:
+    """Two pieces of about equal context cost, trimmed (one if the text cannot be cut)."""
+    return _trimmed(halve(text, text_cost))
 
 
-def halve(text: str) -> list[str]:
-    """Two pieces of about equal cost, cut at the sentence (else word) break nearest the middle."""
-    units = _units(text, max(1, text_cost(text) // 2))
-    total, running, best, best_gap = text_cost(text), 0, 0, float("inf")
-    for index, unit in enumerate(units[:-1], start=1):
-        running += text_cost(unit)
-        if abs(total / 2 - running) < best_gap:
-            best, best_gap = index, abs(total / 2 - running)
-    halves = ["".join(units[:best]).strip(), "".join(units[best:]).strip()]
-    return [half for half in halves if half]
-
-
-def _hard_cut(word: str, max_cost: int) -> list[str]:
-    """A run without any break, in consecutive slices of at most max_cost (at least a char)."""
-    slices, current, cost = [], "", 0
-    for char in word:
-        char_cost = text_cost(char)
-        if current and cost + char_cost > max_cost:
-            slices.append(current)
-            current, cost = "", 0
-        current += char
-        cost += char_cost
-    return [*slices, current] if current else slices
-
-
-def _split_keep(text: str, pattern: re.Pattern[str]) -> list[str]:
-    """Splits after each match, keeping the separator with the piece before it."""
-    parts, start = [], 0
-    for match in pattern.finditer(text):
-        if match.end() > start and match.end() < len(text):
-            parts.append(text[start : match.end()])
-            start = match.end()
-    parts.append(text[start:])
-    return [part for part in parts if part]
+def _trimmed(pieces: list[str]) -> list[str]:
+    return [piece.strip() for piece in pieces if piece.strip()]
 
 
 def encode(pcm: bytes, fmt: str, rate: int = PCM_RATE) -> bytes:
@@ -200,7 +151,10 @@ class SpeechClient:
         chunk_chars: int = 1_000,
         retry_delay_s: float = 0.5,
         max_model_len: int = MAX_MODEL_LEN,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """`transport`: httpx's (default, a connection pool); a test passes an
+        `httpx.MockTransport` to answer in process."""
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.task_type = task_type
@@ -209,7 +163,9 @@ class SpeechClient:
         self.chunk_chars = chunk_chars
         self.retry_delay_s = retry_delay_s
         self.max_model_len = max_model_len
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0))
+        self.transport = transport
+        timeout = httpx.Timeout(timeout_s, connect=5.0)
+        self._http = httpx.Client(timeout=timeout, transport=transport)
 
     def close(self) -> None:
         self._http.close()
@@ -230,7 +186,7 @@ class SpeechClient:
 
     def synthesize(self, job: Job) -> Speech:
         parts: list[bytes] = []
-        for piece in split_text(job.text, self.chunk_chars):
+        for piece in speech_pieces(job.text, self.chunk_chars):
             parts.extend(self._piece(job, piece, splits=0))
         pcm = b"".join(parts)
         return Speech(encode(pcm, job.format), PCM_RATE, len(pcm) / 2 / PCM_RATE, len(parts))
@@ -246,14 +202,14 @@ class SpeechClient:
         return [pcm]
 
     def _split_again(self, job: Job, text: str, splits: int, why: str) -> list[bytes]:
-        halves = halve(text)
-        if splits >= MAX_SPLITS or len(halves) < 2:
+        two = halves(text)
+        if splits >= MAX_SPLITS or len(two) < 2:
             raise PermanentSpeechError(
                 f"a piece of {len(text)} characters does not fit the model after "
                 f"{splits} splits: {why}"
             )
         log.warning("piece of %d characters split again: %s", len(text), why)
-        return [pcm for half in halves for pcm in self._piece(job, half, splits + 1)]
+        return [pcm for half in two for pcm in self._piece(job, half, splits + 1)]
 
     def payload(self, job: Job, text: str) -> dict[str, Any]:
         """The request body for one piece (always PCM at PCM_RATE; the job's format is ours)."""
@@ -293,24 +249,10 @@ class SpeechClient:
             raise TransientSpeechError(f"speech server unreachable: {error!r}") from None
         if response.status_code == 200:
             return response.content, response.headers
-        detail = _error_message(response)
+        detail = error_message(response)
         message = f"speech server answered {response.status_code}: {detail}"
         if response.status_code == 500 and _TOO_LONG.search(detail):
             raise PromptTooLongError(message)
         if response.status_code >= 500 or response.status_code in SERVER_SIDE_4XX:
             raise TransientSpeechError(message)
         raise PermanentSpeechError(message)
-
-
-def _error_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:500]
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])[:500]
-        if "message" in body:
-            return str(body["message"])[:500]
-    return str(body)[:500]

@@ -24,6 +24,7 @@ from worker.aws_errors import AWS_ERRORS, TRANSIENT_STATUS, aws_error_is_transie
 from worker.jobs import Job
 from worker.settings import Settings
 from worker.speech import SpeechClient
+from worker.text import error_message
 
 log = logging.getLogger("worker")
 # The task role may only SendMessage to the DLQ (least privilege): denied there is fine.
@@ -137,7 +138,10 @@ def check_model(speech: SpeechClient, settings: Settings, budget: Budget) -> boo
     """The server lists the default voice and makes one short synthesis with the configured
     model and task type: a setting the server refuses (any 4xx) is Misconfigured, before any
     message is received, instead of failing every job into the DLQ."""
-    with httpx.Client(base_url=speech.base_url, timeout=httpx.Timeout(60.0, connect=5.0)) as http:
+    timeout = httpx.Timeout(60.0, connect=5.0)
+    with httpx.Client(
+        base_url=speech.base_url, timeout=timeout, transport=speech.transport
+    ) as http:
         if not budget.retry("speech server voices", partial(_check_voices, http, settings)):
             return False
         probe = _probe_body(speech)
@@ -190,7 +194,7 @@ def _request(http: httpx.Client, method: str, path: str, **kwargs: Any) -> httpx
         raise NotYet(f"{path}: {error!r}") from None
     if response.status_code < 300:
         return response
-    message = _error_message(response)
+    message = error_message(response)
     if response.status_code >= 500 or response.status_code in TRANSIENT_STATUS:
         raise NotYet(f"{path} answered {response.status_code}: {message}")
     raise _Refused(path, response.status_code, message)
@@ -221,18 +225,3 @@ def _name_the_setting(refused: _Refused, settings: Settings) -> str:
 
 def _is_json(response: httpx.Response) -> bool:
     return str(response.headers.get("content-type", "")).startswith("application/json")
-
-
-def _error_message(response: httpx.Response) -> str:
-    """vLLM's {"error": {"message": …}}, FastAPI's {"detail": …}, else the start of the text."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:300].strip() or "(no body)"
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and "message" in error:
-            return " ".join(str(error["message"]).split())[:300]
-        if "detail" in body:
-            return " ".join(str(body["detail"]).split())[:300]
-    return str(body)[:300]

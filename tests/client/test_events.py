@@ -25,7 +25,7 @@ from tts_fleet.client.events import Completion, parse_event, wait_for_completion
 from worker.jobs import FailureRecord, Manifest, failure_key, manifest_key, request_hash
 
 IDS = ["ch-1", "ch-2", "ch-3"]
-WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s"}
+WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted"}
 POISON = FailureRecord(
     id="ch-3",
     error="invalid job",
@@ -44,7 +44,7 @@ def s3_event(key: str, bucket: str = "tts-outputs") -> str:
 
 @pytest.fixture
 def events_queue(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = boto3.client("sqs").create_queue(QueueName="tts-events")["QueueUrl"]
+    url: str = boto3.client("sqs").create_queue(QueueName="tts-events")["QueueUrl"]
     monkeypatch.setenv("TTS_FLEET_EVENTS_QUEUE_URL", url)
     return url
 
@@ -232,6 +232,25 @@ def test_an_event_for_an_earlier_request_of_the_id_does_not_settle_it(
     assert done == {"ch-1"}
 
 
+def test_a_failure_record_without_a_digest_fails_no_waiter_that_knows_its_digest(
+    stack: Stack, events_queue: str
+) -> None:
+    """Any producer can have such a record written for any id (an unreadable body carrying
+    it); the waiter that submitted a request of its own keeps waiting for that one."""
+    s3, sqs = client_for("s3"), client_for("sqs")
+    target = Target(None, None, "tts-outputs", events_queue_url=events_queue)
+    send(events_queue, s3_event(failure_key("ch-3")))
+    put(failure_key("ch-3"), POISON.to_json())
+    assert POISON.request_digest is None
+    done, failed = wait_for_completions(
+        s3, sqs, target, ["ch-3"], timeout=1, digests={"ch-3": "mine"}
+    )
+    assert (done, failed) == (set(), {})
+    send(events_queue, s3_event(failure_key("ch-3")))
+    _, failed = wait_for_completions(s3, sqs, target, ["ch-3"], timeout=5, digests={"ch-3": None})
+    assert failed == {"ch-3": "invalid job: text is blank"}
+
+
 @pytest.mark.parametrize(
     ("body", "prefix", "expected"),
     [
@@ -242,6 +261,8 @@ def test_an_event_for_an_earlier_request_of_the_id_does_not_settle_it(
         (s3_event("books/outputs/ch-1.json"), "", None),  # another prefix's job
         (s3_event("outputs/ch-1.wav"), "", None),  # the audio, not the manifest
         (s3_event("outputs/sub/ch-1.json"), "", None),  # no job id holds a '/'
+        (s3_event("outputs/../../ch-1.json"), "", None),
+        (s3_event("outputs/ch-1\n.json"), "", None),  # `re.match` with `$` would take it
         (s3_event("outputs/.json"), "", None),
         (s3_event("other/ch-1.json"), "", None),
         (s3_event("outputs/ch-1.json").replace("Object Created", "Object Deleted"), "", None),

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tts_fleet.client.inputs import id_for_stem, load_ids, load_jobs
+from tts_fleet.client.inputs import id_for_stem, load_jobs
+from tts_fleet.client.submit import SubmitReceipt, load_submitted
 from worker.jobs import ID_PATTERN, Job, derive_id
 
 BAD_LINES = {4: "{not json", 9: '{"text": ""}', 15: '{"text": "hi", "colour": "red"}'}
@@ -32,6 +33,18 @@ def test_every_invalid_line_is_reported_with_its_number(tmp_path: Path) -> None:
     assert "text" in reasons[9]
     assert "colour: unknown field" in reasons[15]
     assert loaded.invalid[0].describe() == f"{tmp_path / 'jobs.jsonl'}:4: {reasons[4]}"
+
+
+def test_a_deeply_nested_or_overlong_line_is_an_invalid_line_not_a_crash(tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    nested = "[" * 100_000 + "]" * 100_000
+    overlong = '{"text": "hi", "speed": ' + "9" * 5000 + "}"
+    source.write_text(f'{nested}\n{overlong}\n{{"id": "ok", "text": "hi"}}\n')
+    loaded = load_jobs(source)
+    assert [job.id for job in loaded.valid] == ["ok"]
+    reasons = {bad.line: bad.reason for bad in loaded.invalid}
+    assert reasons[1] == "not JSON: nested too deeply"
+    assert reasons[2].startswith("not JSON: ")
 
 
 def test_ids_are_made_explicit_and_derived_from_the_request(tmp_path: Path) -> None:
@@ -107,7 +120,7 @@ def test_awkward_file_names_become_valid_unique_stable_ids(tmp_path: Path) -> No
         (texts / name).write_text(f"Text number {number}.", encoding="utf-8")
     (texts / "notes.md").write_text("not a job")
     first = load_jobs(texts)
-    ids = {job.text.split()[-1].rstrip("."): job.id for job in first.valid}  # number -> id
+    ids = {job.text.split()[-1].rstrip("."): job.job_id for job in first.valid}  # number -> id
     assert first.invalid == []
     assert len(ids) == len(AWKWARD) == len(set(ids.values()))
     assert all(re.match(ID_PATTERN, job_id) for job_id in ids.values())
@@ -141,12 +154,26 @@ def test_a_missing_source_is_reported_not_raised(tmp_path: Path) -> None:
     assert loaded.valid == [] and loaded.invalid[0].reason == "no such file or directory"
 
 
-def test_ids_come_from_a_submit_summary_or_from_the_input(tmp_path: Path) -> None:
-    summary = tmp_path / "submitted.json"
-    summary.write_text(json.dumps({"sent": 2, "ids": ["x1", "x2"]}))
-    assert load_ids(summary) == ["x1", "x2"]
+def test_ids_come_from_a_submit_receipt_or_from_the_input(tmp_path: Path) -> None:
+    receipt = tmp_path / "submitted.json"
+    receipt.write_text(json.dumps({"sent": 2, "ids": ["x1", "x2"]}))  # before digests existed
+    assert load_submitted(receipt) == {"x1": None, "x2": None}
     jobs = twenty_lines(tmp_path / "jobs.jsonl")
-    assert load_ids(jobs) == [f"j{n:02d}" for n in range(1, 21) if n not in BAD_LINES]
+    assert list(load_submitted(jobs)) == [f"j{n:02d}" for n in range(1, 21) if n not in BAD_LINES]
     one_line = tmp_path / "one.jsonl"
     one_line.write_text('{"id": "only", "text": "a single line is JSON too"}\n')
-    assert load_ids(one_line) == ["only"]
+    assert list(load_submitted(one_line)) == ["only"]
+
+
+def test_a_receipt_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    loaded = load_jobs(twenty_lines(tmp_path / "jobs.jsonl"))
+    written = SubmitReceipt.before_sending("https://q/jobs", loaded)
+    written.sent, written.ids, written.replaces = 2, loaded.ids[:2], 1
+    written.failed = {loaded.ids[2]: "Throttled"}
+    read = SubmitReceipt.from_json(json.loads(json.dumps(written.to_json())))
+    assert read == written
+    assert read.submitted() == {job_id: loaded.digests[job_id] for job_id in loaded.ids[:2]}
+    not_receipts: list[object] = [[], {"ids": "x1"}, {"ids": ["x1"], "invalid": [{"line": 1}]}]
+    for not_a_receipt in not_receipts:
+        with pytest.raises(ValueError):
+            SubmitReceipt.from_json(not_a_receipt)

@@ -12,45 +12,26 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.lib.client_stack import Stack, depth, queued_bodies, run, run_json
+from tests.lib.client_stack import Stack, depth, finish, queued_bodies, run, run_json
 from tts_fleet.client.dlq import redrive
 from tts_fleet.exit_codes import ExitCode
 from worker.jobs import (
     DLQ_ERROR_ATTRIBUTE,
     FailureRecord,
     Job,
-    Manifest,
     audio_key,
     failure_key,
-    manifest_key,
 )
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
                "dlq_depth", "oldest_age_s", "ecs"}  # fmt: skip
-WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s"}
-RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes"}
+WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted"}
+RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes", "untrusted"}
 DLQ_LIST_KEYS = {"dlq_url", "count", "messages"}
-DEAD_LETTER_KEYS = {"message_id", "job_id", "error", "receive_count", "sent_at", "body"}
+DEAD_LETTER_KEYS = {"message_id", "job_id", "error", "receive_count", "sent_at", "body",
+                    "failure"}  # fmt: skip
 REDRIVE_KEYS = {"dlq_url", "queue_url", "method", "moved", "skipped", "arrived_later", "failed",
                 "duplicated", "fallback_reason", "task_handle"}  # fmt: skip
-
-
-def finish(
-    stack: Stack, job_id: str, audio: bytes = b"RIFF-audio", text: str = "t", key: str = ""
-) -> None:
-    """What a worker leaves for a done job {"id": job_id, "text": text}: audio first (at
-    `key` if given, as for a re-made job), then the manifest naming it."""
-    s3 = boto3.client("s3")
-    job = Job(id=job_id, text=text)
-    key = key or audio_key(job_id, "wav")
-    s3.put_object(Bucket=stack.bucket, Key=key, Body=audio)
-    manifest = Manifest(
-        id=job_id, request=job.request(), audio_key=key,
-        duration_s=1.0, sample_rate=24_000, model="m", voice="Vivian", synth_s=0.5,
-        queue_wait_s=0.1, attempts=1, pieces=1, worker="w", finished_at="2026-01-01T00:00:00Z",
-        request_hash=job.request_hash("m"),
-    )  # fmt: skip
-    s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=manifest.to_json())
 
 
 def fail(
@@ -120,7 +101,8 @@ def test_wait_exits_0_when_all_done_1_when_some_failed_4_on_timeout(
         finish(stack, job_id)
     fail(stack, "w2")
     code, timed_out = run_json("wait", str(source), "--timeout", "0.5", "--interval", "0.1")
-    assert code == ExitCode.TIMED_OUT == 4 and set(timed_out) == WAIT_KEYS
+    assert code == ExitCode.TIMED_OUT and int(ExitCode.TIMED_OUT) == 4
+    assert set(timed_out) == WAIT_KEYS
     assert timed_out["pending"] == ["w3"] and timed_out["timed_out"] is True
     fail(stack, "w3")
     finish(stack, "w3")  # a redriven job that then succeeded: its manifest wins
@@ -253,7 +235,7 @@ class InstantPoison:
         return getattr(self.real, name)
 
     def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        answer = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        answer: dict[str, Any] = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
         if QueueUrl != self.dlq_url:
             again = [{**entry, "MessageAttributes": {"error": {"DataType": "String",
                       "StringValue": "rejected again"}}} for entry in Entries]  # fmt: skip

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -117,7 +118,7 @@ def test_a_missing_pulumi_cli_exits_with_the_missing_tool_code(
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     result = run("status", "--stack", "dev")
-    assert result.exit_code == ExitCode.MISSING_TOOL == 3
+    assert result.exit_code == ExitCode.MISSING_TOOL and int(ExitCode.MISSING_TOOL) == 3
     assert result.stderr.startswith("Error: --stack dev needs the pulumi CLI")
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -145,17 +146,34 @@ def test_region_and_profile_flags_reach_every_client(
 ) -> None:
     from tts_fleet.client.aws import aws_client
 
+    made: list[tuple[str, str | None]] = []
+    real_client = boto3.Session.client
+
+    def recording_client(self: boto3.Session, service: str, *args: Any, **kwargs: Any) -> Any:
+        made.append((service, kwargs.get("region_name")))
+        return real_client(self, service, *args, **kwargs)
+
+    monkeypatch.setattr(boto3.Session, "client", recording_client)
     aws_client.cache_clear()
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    result = run("status", "--region", "eu-west-3")
-    # moto keeps queues per region: the eu-west-3 client does not see the us-east-1 queue
-    assert result.exit_code == ExitCode.FAILED and "NonExistentQueue" in result.stderr
-    assert client_for("sqs").meta.region_name == "eu-west-3"
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(name, "eu-west-3")
     try:
+        # moto keeps queues per region: only a us-east-1 client sees the stack's queue.
+        code, snapshot = run_json("status", "--region", "us-east-1")
+        assert code == 0 and snapshot["queue_url"] == stack.queue_url
+        assert {"sqs", "cloudwatch"} <= {service for service, _ in made}
+        assert {region for _, region in made} == {"us-east-1"}
+        # A value for this command's clients, not a change to the process's environment.
+        assert os.environ["AWS_REGION"] == "eu-west-3"
+        made.clear()
+        result = run("status")
+        assert result.exit_code == ExitCode.FAILED and "NonExistentQueue" in result.stderr
+        assert {region for _, region in made} == {"eu-west-3"}
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+        monkeypatch.delenv("AWS_PROFILE", raising=False)
         result = run("status", "--profile", "nosuch")
+        assert "AWS_PROFILE" not in os.environ
     finally:
-        os.environ.pop("AWS_PROFILE", None)  # the command set it for its own process
         aws_client.cache_clear()
     assert result.exit_code == ExitCode.BAD_INPUT
     assert result.stderr.startswith("Error: The config profile (nosuch) could not be found")

@@ -225,23 +225,3 @@ class DeniedHeads:
 
 def test_a_producer_that_may_not_read_the_bucket_gets_no_count_not_an_error() -> None:
     assert existing_outputs(DeniedHeads(), Target(None, None, "b"), [Job(text="x")]) is None
-
-
-def test_submit_with_a_stack_takes_the_text_limit_of_its_stack_file(
-    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TTS_FLEET_DLQ_URL", stack.dlq_url)  # the outputs: no Pulumi CLI asked
-    (tmp_path / "Pulumi.small.yaml").write_text(
-        "config:\n  tts-fleet:worker:\n    maxTextChars: 40\n", encoding="utf-8"
-    )
-    source = tmp_path / "jobs.jsonl"
-    text = "This sentence is, by design, well past forty characters long."
-    source.write_text(json.dumps({"id": "long", "text": text}) + "\n")
-    where = ("--stack", "small", "--project-dir", str(tmp_path))
-    refused = run("submit", str(source), *where)
-    assert refused.exit_code == ExitCode.BAD_INPUT
-    assert "40" in refused.output and depth(stack.queue_url) == 0
-    # Without the stack (a target by URL) the worker's default limit; the flag wins over both.
-    assert run("submit", str(source)).exit_code == 0
-    assert run("submit", str(source), *where, "--max-text-chars", "100").exit_code == 0
-    assert depth(stack.queue_url) == 2

@@ -1,4 +1,5 @@
-"""QueueAutoscaling under recording mocks, built from the stack config entry point.
+"""ScalableTarget and StepScaling (the alarms mode) under recording mocks, built from the
+stack config entry point.
 
 What a mock cannot prove: that Application Auto Scaling and CloudWatch accept these requests
 (step bounds, metric math, alarm actions); that is `pulumi preview`/`up` against AWS. These
@@ -14,7 +15,12 @@ import pulumi
 import pytest
 import yaml
 
-from components.autoscaling import QueueAutoscaling, QueueAutoscalingArgs
+from components.autoscaling import (
+    ModeArgs,
+    ScalableTarget,
+    ScalableTargetArgs,
+    StepScaling,
+)
 from components.stack_config import load_stack_config
 from tests.lib.pulumi_harness import RecordingMocks, run_program, stack_config
 from tts_fleet.config.models import ConfigError, StackConfig
@@ -25,7 +31,8 @@ TARGET = "aws:appautoscaling/target:Target"
 POLICY = "aws:appautoscaling/policy:Policy"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 SCHEDULE = "aws:appautoscaling/scheduledAction:ScheduledAction"
-COMPONENT = "tts-fleet:autoscaling:QueueAutoscaling"
+TARGET_COMPONENT = "tts-fleet:autoscaling:QueueAutoscaling"  # the token stack state holds
+STEP_SCALING = "tts-fleet:autoscaling:StepScaling"
 
 
 def stack_file_config(stack: str) -> dict[str, Any]:
@@ -36,21 +43,25 @@ def stack_file_config(stack: str) -> dict[str, Any]:
 
 def program() -> None:
     cfg = load_stack_config()
-    QueueAutoscaling(
+    service = pulumi.Output.from_input("tts-workers")
+    target = ScalableTarget(
         "fleet",
-        QueueAutoscalingArgs(
-            cluster_name="tts-cluster",
-            service_name=pulumi.Output.from_input("tts-workers"),
-            queue_name="tts-jobs",
-            scaling=cfg.scaling,
-        ),
+        ScalableTargetArgs(cluster_name="tts-cluster", service_name=service, scaling=cfg.scaling),
     )
+    on_target = ModeArgs(
+        target=target,
+        queue_name="tts-jobs",
+        cluster_name="tts-cluster",
+        service_name=service,
+        scaling=cfg.scaling,
+    )
+    StepScaling("fleet", on_target, opts=pulumi.ResourceOptions(parent=target))
 
 
 def run(config: dict[str, Any]) -> RecordingMocks:
-    """The alarms design (`scaling.controller: alarms`), which these tests pin; controller
+    """The alarms design (`scaling.mode: alarms`), which these tests pin; controller
     mode's safety net is in test_controller.py."""
-    return run_program(program, path_set(config, "scaling", "controller", "alarms"))
+    return run_program(program, path_set(config, "scaling", "mode", "alarms"))
 
 
 def by_name(mocks: RecordingMocks, type_token: str, name: str) -> dict[str, Any]:
@@ -99,7 +110,7 @@ def test_scale_out_policy_steps_are_the_bands(config: dict[str, Any]) -> None:
 def test_exact_resources_and_target_follows_config() -> None:
     mocks = run(stack_config({"scaling": {"minWorkers": 1, "maxWorkers": 7}}))
     # No target tracking / CPU policy: exactly two step policies and two alarms (DESIGN §4).
-    assert mocks.counts() == {COMPONENT: 1, TARGET: 1, POLICY: 2, ALARM: 2}
+    assert mocks.counts() == {TARGET_COMPONENT: 1, STEP_SCALING: 1, TARGET: 1, POLICY: 2, ALARM: 2}
     assert mocks.one(TARGET).inputs == {
         "serviceNamespace": "ecs",
         "scalableDimension": "ecs:service:DesiredCount",

@@ -41,8 +41,8 @@ EXISTING = {
 
 
 def alarms_mode(config: dict[str, Any]) -> dict[str, Any]:
-    """A stack file's config with `scaling.controller: alarms` (the step policies' design)."""
-    scaling = {**config.get("tts-fleet:scaling", {}), "controller": "alarms"}
+    """A stack file's config with `scaling.mode: alarms` (the step policies' design)."""
+    scaling = {**config.get("tts-fleet:scaling", {}), "mode": "alarms"}
     return {**config, "tts-fleet:scaling": scaling}
 
 

@@ -1,6 +1,6 @@
 """ScalingController and the controller mode of the stack, under recording mocks.
 
-Both modes of `scaling.controller` are built from the same config; the difference between
+Both modes of `scaling.mode` are built from the same config; the difference between
 their graphs is pinned exactly, as are the IAM documents, the function's settings, the
 schedule and the safety-net alarm. Mocks cannot prove AWS accepts the requests
 (tests/components/test_aws_requests.py checks their form against botocore's models).
@@ -23,10 +23,10 @@ import pytest
 from components import controller as component
 from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks
 from tests.lib.stack_support import PREBUILT, run_platform
+from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
 from tts_fleet.scaling.controller import ControllerParams
-from tts_fleet.sim.model import DEFAULT_PROFILE
 
 FUNCTION = "aws:lambda/function:Function"
 ROLE = "aws:iam/role:Role"
@@ -39,10 +39,8 @@ FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{NAME}"
 BUCKET_ARN = "arn:aws:s3:::tts-outputs-bucket"
 
 
-def build(controller: str, **scaling: Any) -> RecordingMocks:
-    return run_platform(
-        {"worker": {"image": PREBUILT}, "scaling": {"controller": controller, **scaling}}
-    )
+def build(mode: str, **scaling: Any) -> RecordingMocks:
+    return run_platform({"worker": {"image": PREBUILT}, "scaling": {"mode": mode, **scaling}})
 
 
 def named(mocks: RecordingMocks, type_token: str, name: str) -> dict[str, Any]:
@@ -51,10 +49,11 @@ def named(mocks: RecordingMocks, type_token: str, name: str) -> dict[str, Any]:
 
 
 def test_controller_mode_adds_the_function_and_keeps_only_the_safety_net() -> None:
-    lam, alarms = Counter(build("lambda").counts()), Counter(build("alarms").counts())
+    lam, alarms = Counter(build("controller").counts()), Counter(build("alarms").counts())
     assert lam - alarms == Counter(
         {
             "tts-fleet:controller:ScalingController": 1,
+            "tts-fleet:autoscaling:SafetyNet": 1,
             FUNCTION: 1,
             "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig": 1,
             "aws:scheduler/schedule:Schedule": 1,
@@ -64,7 +63,9 @@ def test_controller_mode_adds_the_function_and_keeps_only_the_safety_net() -> No
         }
     )
     # The two step policies and their alarms become one safety-net policy and alarm.
-    assert alarms - lam == Counter({SCALING_POLICY: 1, ALARM: 1})
+    assert alarms - lam == Counter(
+        {"tts-fleet:autoscaling:StepScaling": 1, SCALING_POLICY: 1, ALARM: 1}
+    )
 
 
 def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
@@ -81,7 +82,7 @@ def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
 
 
 def test_the_producer_policy_may_invoke_the_controller_only() -> None:
-    inputs = named(build("lambda"), "aws:iam/policy:Policy", "tts-queue-producer")
+    inputs = named(build("controller"), "aws:iam/policy:Policy", "tts-queue-producer")
     producer = json.loads(inputs["policy"])
     assert producer == {
         "Version": "2012-10-17",
@@ -97,7 +98,7 @@ def test_the_producer_policy_may_invoke_the_controller_only() -> None:
 
 
 def test_the_function_role_is_scoped_to_this_queue_service_and_state_object() -> None:
-    mocks = build("lambda")
+    mocks = build("controller")
     trust = json.loads(named(mocks, ROLE, "tts-controller-role")["assumeRolePolicy"])
     assert trust == {
         "Version": "2012-10-17",
@@ -157,7 +158,7 @@ def test_the_function_role_is_scoped_to_this_queue_service_and_state_object() ->
 
 
 def test_the_scheduler_invokes_this_function_every_minute_for_this_account_only() -> None:
-    mocks = build("lambda")
+    mocks = build("controller")
     trust = json.loads(named(mocks, ROLE, "tts-controller-scheduler-role")["assumeRolePolicy"])
     assert trust["Statement"] == [
         {
@@ -189,7 +190,7 @@ def test_the_scheduler_invokes_this_function_every_minute_for_this_account_only(
 
 
 def test_the_function_runs_one_at_a_time_with_its_settings_from_the_config() -> None:
-    mocks = build("lambda", maxWorkers=9, coldStartWork=1.5)
+    mocks = build("controller", maxWorkers=9, coldStartWork=1.5)
     function = mocks.one(FUNCTION).inputs
     assert {k: function[k] for k in ("name", "runtime", "handler", "timeout")} == {
         "name": NAME,
@@ -206,24 +207,15 @@ def test_the_function_runs_one_at_a_time_with_its_settings_from_the_config() -> 
         service="tts-worker-service",
         bucket="tts-outputs-bucket",
         stack="dev",
-        params=component.controller_params(cfg.scaling, cfg.worker.concurrency),
+        params=topology.controller_params(cfg),
     )
     assert (settings.params.max_workers, settings.params.cold_start_work) == (9, 1.5)
     logs = named(mocks, "aws:cloudwatch/logGroup:LogGroup", "tts-controller-logs")
     assert logs == {"name": f"/aws/lambda/{NAME}", "retentionInDays": 30}
 
 
-def test_the_deployed_physics_are_the_simulators_default_profile() -> None:
-    """The component cannot import the simulator; this keeps the two from drifting."""
-    assert DEFAULT_PROFILE.cold_task_s == component.COLD_START_S
-    batching = DEFAULT_PROFILE.batching
-    for concurrency in (1, 4, 8):
-        expected = batching.latency(concurrency) / concurrency
-        assert component.seconds_per_job(concurrency) == pytest.approx(expected)
-
-
 def test_the_safety_net_starts_one_worker_when_work_waits_with_none_running_or_wanted() -> None:
-    mocks = build("lambda")
+    mocks = build("controller")
     (step,) = mocks.of_type(SCALING_POLICY)
     assert step.inputs["stepScalingPolicyConfiguration"]["adjustmentType"] == "ExactCapacity"
     assert step.inputs["stepScalingPolicyConfiguration"]["stepAdjustments"] == [
@@ -248,7 +240,7 @@ def test_the_safety_net_starts_one_worker_when_work_waits_with_none_running_or_w
 
 
 def test_the_safety_net_starts_min_workers_when_that_is_more() -> None:
-    (step,) = build("lambda", minWorkers=2, maxWorkers=5).of_type(SCALING_POLICY)
+    (step,) = build("controller", minWorkers=2, maxWorkers=5).of_type(SCALING_POLICY)
     steps = step.inputs["stepScalingPolicyConfiguration"]["stepAdjustments"]
     assert steps == [{"metricIntervalLowerBound": "0", "scalingAdjustment": 2}]
 
@@ -326,6 +318,7 @@ def test_params_survive_the_environment() -> None:
         cold_start_s=600.0,
         seconds_per_job=1.5,
         concurrency=2,
+        host_idle_s=120.0,
     )
     settings = Settings("q", "c", "s", "b", "dev", params)
     assert Settings.from_env(settings.to_env()) == settings

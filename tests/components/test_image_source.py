@@ -33,6 +33,10 @@ VLLM_ECR_PUBLIC = "public.ecr.aws/q9t5s3a7/vllm-release-repo:0123abc-x86_64"
 PREFIX_PATTERN = re.compile(r"^(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*$")
 
 
+# The default base image is pinned by digest (tts_fleet/config/models.py DEFAULT_BASE_IMAGE).
+DIGEST = "sha256:3cd9086bdb30f7c9bc08a3fa621d9842e0d3f6f9291aeb4677e0547817c10b12"
+
+
 @pytest.mark.parametrize(
     ("reference", "split"),
     [
@@ -199,7 +203,7 @@ def test_the_default_base_comes_through_the_stacks_ecr_public_cache_rule() -> No
     }
     env = env_of(mocks)
     assert {k: env[k] for k in ("BASE_IMAGE", "MODEL", "MODEL_REVISION")} == {
-        "BASE_IMAGE": f"{REGISTRY}/tts-dev-ecr-public/docker/library/python:3.12-bookworm",
+        "BASE_IMAGE": f"{REGISTRY}/tts-dev-ecr-public/docker/library/python:3.12-bookworm@{DIGEST}",
         "MODEL": "m",
         "MODEL_REVISION": "main",
     }

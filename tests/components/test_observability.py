@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.controller import dashboard_widget
 from components.observability import (
     Observability,
     ObservabilityArgs,
@@ -277,7 +278,8 @@ def test_in_controller_mode_the_dashboard_graphs_its_decisions_for_this_stack_on
             if line[:1] == [NAMESPACE] and str(line[1]).startswith("Controller")
         ]  # fmt: skip
 
-    on = controller_lines(dashboard_body("us-east-1", "q", "d", "c", "s", "dev", controller=True))
+    widget = dashboard_widget("dev")
+    on = controller_lines(dashboard_body("us-east-1", "q", "d", "c", "s", "dev", widget))
     assert sorted(line[1] for line in on) == sorted(METRIC_NAMES)
     assert all(line[2:4] == [STACK_DIMENSION, "dev"] for line in on)
     assert controller_lines(dashboard_body("us-east-1", "q", "d", "c", "s", "dev")) == []

@@ -32,7 +32,7 @@ OUTPUT_BUCKET = {
     "aws:s3/bucketPolicy:BucketPolicy": 1,
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": 1,
 }
-# ScalingController (scaling.controller: lambda, the default): function, its async config,
+# ScalingController (scaling.mode: controller, the default): function, its async config,
 # log group, schedule, the function's and the scheduler's roles and policies.
 CONTROLLER = Counter(
     {
@@ -71,8 +71,10 @@ CORE = Counter(
         # WorkerImage (its build parts are in BUILT_IMAGE)
         "tts-fleet:image:WorkerImage": 1,
         "tts-fleet:network:Network": 1,
-        # QueueAutoscaling, controller mode: target, safety-net policy and alarm
+        # ScalableTarget (its type token is still QueueAutoscaling's), and controller mode's
+        # SafetyNet: the safety-net policy and alarm
         "tts-fleet:autoscaling:QueueAutoscaling": 1,
+        "tts-fleet:autoscaling:SafetyNet": 1,
         "aws:appautoscaling/target:Target": 1,
         "aws:appautoscaling/policy:Policy": 1,
         "aws:cloudwatch/metricAlarm:MetricAlarm": 1 + 2,  # + Observability's DLQ and age alarms
@@ -202,6 +204,7 @@ def test_main_exports_the_stack_outputs() -> None:
         "controllerFunctionArn": "arn:aws:lambda:us-east-1:123456789012:tts-fleet-dev-controller",
         "eventsQueueUrl": None,  # notifications.enabled is off in Pulumi.dev.yaml
         "eventsConsumerPolicyArn": None,
+        "maxTextChars": 20000,
     }
 
 

@@ -24,7 +24,7 @@ def _metrics(inputs: dict[str, Any]) -> int:
     "raw",
     [{}, {"alerts": {"monthlyBudgetUsd": 50, "email": "ops@example.com"}},
      {"network": {"mode": "endpoints"}, "scaling": {"minWorkers": 1, "idleMinutes": 30}},
-     {"scaling": {"controller": "alarms"}}],
+     {"scaling": {"mode": "alarms"}}],
     ids=["defaults", "budget-and-email", "endpoints-always-on", "alarms-mode"],
 )  # fmt: skip
 def test_the_stack_creates_the_alarms_dashboard_and_keys_the_topology_lists(
@@ -48,7 +48,7 @@ def test_the_controller_metrics_the_cost_model_counts_are_the_ones_it_emits() ->
     from tts_fleet.controller.metrics import METRIC_NAMES
 
     assert len(METRIC_NAMES) == topology.CONTROLLER_METRICS
-    controller = StackConfig.from_raw({"scaling": {"controller": "lambda"}})
-    alarms_mode = StackConfig.from_raw({"scaling": {"controller": "alarms"}})
+    controller = StackConfig.from_raw({"scaling": {"mode": "controller"}})
+    alarms_mode = StackConfig.from_raw({"scaling": {"mode": "alarms"}})
     assert topology.custom_metrics_always_on(controller) == len(METRIC_NAMES)
     assert topology.custom_metrics_always_on(alarms_mode) == 0

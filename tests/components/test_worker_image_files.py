@@ -26,6 +26,9 @@ from tests.lib.stack_support import WORKER_DIR
 
 ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
+# vLLM listens on loopback only: the worker beside it is its one client.
+VLLM_START = "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port}"
+
 FAKE_VLLM = """#!{python}
 import http.server, os, signal, sys, threading, time
 events = os.environ["EVENTS"]
@@ -41,6 +44,7 @@ def on_term(*_):
     if mode != "stubborn":  # stubborn: a server that ignores SIGTERM (stuck CUDA teardown)
         os._exit(0)
 signal.signal(signal.SIGTERM, on_term)
+host = sys.argv[sys.argv.index("--host") + 1]
 port = int(sys.argv[sys.argv.index("--port") + 1])
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -49,7 +53,7 @@ class Health(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 time.sleep(0.5)  # a model load takes a while
-server = http.server.HTTPServer(("127.0.0.1", port), Health)
+server = http.server.HTTPServer((host, port), Health)  # fails if --host is dropped
 threading.Thread(target=server.serve_forever, daemon=True).start()
 if mode == "die-after":  # the engine dies mid-run
     time.sleep(float(os.environ["VLLM_DIE_AFTER"]))
@@ -149,14 +153,11 @@ def test_sigterm_reaches_the_worker_first_and_vllm_is_stopped_after(
     events = Path(sandbox["EVENTS"])
     proc = start(WORKER_EXIT="0")  # type: ignore[operator]
     wait_for(events, "worker-start")
-    assert (
-        read(events)[0]
-        == f"vllm-start serve Qwen/Test-Model --omni --port {sandbox['SPEECH_PORT']}"
-    )
+    assert read(events)[0] == VLLM_START.format(port=sandbox["SPEECH_PORT"])
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert read(events) == [
-        f"vllm-start serve Qwen/Test-Model --omni --port {sandbox['SPEECH_PORT']}",
+        VLLM_START.format(port=sandbox["SPEECH_PORT"]),
         "worker-start",
         "worker-budget 109.0",  # 120 s: 10 for vLLM, 1 of slack, the rest the worker's
         "worker-term",
@@ -183,9 +184,7 @@ def test_a_speech_server_that_dies_before_health_fails_fast_without_a_worker(
 ) -> None:
     proc = start(VLLM_MODE="crash")  # type: ignore[operator]
     assert proc.wait(timeout=60) == 1
-    assert read(Path(sandbox["EVENTS"])) == [
-        f"vllm-start serve Qwen/Test-Model --omni --port {sandbox['SPEECH_PORT']}"
-    ]
+    assert read(Path(sandbox["EVENTS"])) == [VLLM_START.format(port=sandbox["SPEECH_PORT"])]
 
 
 @pytest.mark.processes

@@ -16,6 +16,7 @@ from tts_fleet.controller import handler
 from tts_fleet.controller.handler import Clients, run
 from tts_fleet.controller.metrics import DESIRED, NAMESPACE, OUTSTANDING
 from tts_fleet.controller.settings import STATE_KEY, Settings
+from tts_fleet.scaling import policy
 from tts_fleet.scaling.controller import SAMPLE_INTERVAL_S, ControllerParams, ControllerState
 
 REGION = "us-east-1"
@@ -27,6 +28,8 @@ PARAMS = ControllerParams(
     cold_start_work=0.5,
     cold_start_s=630.0,
     seconds_per_job=2.0,
+    concurrency=1,
+    host_idle_s=200.0,
 )
 
 
@@ -176,13 +179,13 @@ def test_the_state_round_trips_through_s3(stack: Stack, monkeypatch: pytest.Monk
     assert first["updated"] == stack.clock.now and first["desired"] == stack.desired() == 1
     # The next invocation starts from what the last one saved: the policy gets it back.
     seen: list[ControllerState] = []
-    real = handler.decide
+    real = policy.decide
 
     def spy(params: ControllerParams, state: ControllerState, obs: Any) -> Any:
         seen.append(state)
         return real(params, state, obs)
 
-    monkeypatch.setattr(handler, "decide", spy)
+    monkeypatch.setattr(policy, "decide", spy)
     stack.clock.now += 60
     stack.invoke(budget_s=0)
     assert [state.to_json() for state in seen] == [first]

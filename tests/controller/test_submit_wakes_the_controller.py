@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.lib.client_stack import run
-from tts_fleet.cli import jobs
+from tts_fleet.cli import submit as submit_command
 from tts_fleet.client.submit import invoke_controller
 from tts_fleet.config import outputs
 
@@ -71,8 +71,10 @@ def jobs_file(tmp_path: Path) -> Path:
 
 
 def fake_lambda(monkeypatch: pytest.MonkeyPatch, lam: Recorder) -> None:
-    real = jobs.client_for
-    monkeypatch.setattr(jobs, "client_for", lambda s: lam if s == "lambda" else real(s))
+    real = submit_command.client_for
+    monkeypatch.setattr(
+        submit_command, "client_for", lambda s, aws=None: lam if s == "lambda" else real(s, aws)
+    )
 
 
 def test_submit_wakes_the_controller_once_after_sending(
@@ -102,7 +104,7 @@ def test_a_stack_without_a_controller_is_not_invoked(
     stack_outputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     values = json.loads(stack_outputs.read_text())
-    del values[outputs.CONTROLLER_FUNCTION_ARN]  # scaling.controller: alarms exports none
+    del values[outputs.CONTROLLER_FUNCTION_ARN]  # scaling.mode: alarms exports none
     stack_outputs.write_text(json.dumps(values))
     lam = Recorder()
     fake_lambda(monkeypatch, lam)

@@ -17,9 +17,10 @@ from pulumi.automation import ConfigValue, OutputValue
 from pulumi.automation.errors import CommandError
 
 from tests.lib.deploy_fakes import RecordingFactory
-from tts_fleet.cli.deploy import DeployHooks, register
+from tts_fleet.cli.deploy import DeployHooks, deploy
 from tts_fleet.config.models import StackConfig
 from tts_fleet.deploy.driver import MISSING_CLI, DeployError, PreflightNote, PreflightRun
+from tts_fleet.exit_codes import ExitCode
 
 
 @click.group()
@@ -28,7 +29,7 @@ def cli() -> None:
     (test_missing_cli.py runs the full `tts-fleet` entry point)."""
 
 
-register(cli)
+cli.add_command(deploy)
 
 
 def invoke(
@@ -222,7 +223,7 @@ def test_a_pulumi_failure_is_one_line_and_exit_1(project: Path) -> None:
 
 def test_a_missing_cli_from_the_factory_is_exit_3_for_every_action(project: Path) -> None:
     def no_cli(stack: str, project_dir: Path, create: bool) -> None:
-        raise DeployError(3, MISSING_CLI)
+        raise DeployError(ExitCode.MISSING_TOOL, MISSING_CLI)
 
     for args in (["preview"], ["up"], ["destroy", "--yes"], ["refresh"], ["outputs"]):
         result = CliRunner().invoke(

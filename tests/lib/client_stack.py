@@ -10,6 +10,7 @@ import boto3
 from click.testing import CliRunner, Result
 
 from tts_fleet.cli.main import cli
+from worker.jobs import Manifest, audio_key, manifest_key, validate_job
 
 MAX_RECEIVE_COUNT = 3
 
@@ -69,3 +70,21 @@ def queued_bodies(queue_url: str) -> list[dict[str, Any]]:
     account, name = queue_url.rstrip("/").split("/")[-2:]
     queue = sqs_backends[account]["us-east-1"].queues[name]
     return [json.loads(message.body) for message in queue._messages]
+
+
+def finish(
+    stack: Stack, job_id: str, audio: bytes = b"RIFF-audio", text: str = "t", key: str = ""
+) -> None:
+    """What a worker leaves for a done job {"id": job_id, "text": text}: audio first (at
+    `key` if given, as for a re-made job), then the manifest naming it."""
+    s3 = boto3.client("s3")
+    job = validate_job({"id": job_id, "text": text}, max_text_chars=max(len(text), 1))
+    key = key or audio_key(job_id, "wav")
+    s3.put_object(Bucket=stack.bucket, Key=key, Body=audio)
+    manifest = Manifest(
+        id=job_id, request=job.request(), audio_key=key,
+        duration_s=1.0, sample_rate=24_000, model="m", voice="Vivian", synth_s=0.5,
+        queue_wait_s=0.1, attempts=1, pieces=1, worker="w", finished_at="2026-01-01T00:00:00Z",
+        request_hash=job.request_hash("m"),
+    )  # fmt: skip
+    s3.put_object(Bucket=stack.bucket, Key=manifest_key(job_id), Body=manifest.to_json())

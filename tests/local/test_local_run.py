@@ -66,7 +66,7 @@ def test_demo_run_produces_audio_and_scales_out_and_back_to_zero(start) -> None:
     assert (steps[0]["outstanding"], steps[0]["desired"], steps[0]["running"]) == (12, 3, 3)
     assert max(s["running"] for s in steps) == 3
     assert (steps[-1]["outstanding"], steps[-1]["desired"], steps[-1]["running"]) == (0, 0, 0)
-    # The default stack runs the controller (scaling.controller: lambda); it says why.
+    # The default stack runs the controller (scaling.mode: controller); it says why.
     assert steps[-1]["alarm"] == "controller" and steps[-1]["reason"]
     summary = json.loads(stdout)
     assert (summary["completed"], summary["failed"], summary["unfinished"]) == (12, 0, 0)
@@ -173,6 +173,7 @@ def test_unknown_stack_is_one_clear_line(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert result.returncode == 2  # bad input
+    # The one stack-file reader's line, as every command words it.
     assert result.stderr.strip() == (
         "Error: Pulumi.nosuch.yaml: no such stack file (stacks are Pulumi.<stack>.yaml)"
     )

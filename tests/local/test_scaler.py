@@ -25,9 +25,10 @@ from tts_fleet.local.agent import EcsAgent
 from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
-from tts_fleet.local.scaler import ControllerScaler, Scaler, Tick
+from tts_fleet.local.scaler import PoolScaler, Tick
 from tts_fleet.scaling.bands import Scaling
 from tts_fleet.scaling.controller import SAMPLE_INTERVAL_S, ControllerParams
+from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy
 
 pytestmark = pytest.mark.processes
 
@@ -71,13 +72,14 @@ def make_scaler(agent: EcsAgent, tmp_path: Path) -> Iterator:  # type: ignore[ty
 
     def make(
         cfg: Scaling, outstanding: list[int], cold_start_ticks: int = 0, lag_s: float = 0.0
-    ) -> Scaler:
+    ) -> PoolScaler:
         log = EventLog(tmp_path / "events.jsonl")
         events.append(log)
         pool = WorkerPool(os.environ, agent, tmp_path / "logs", 2.0, log, command=SLEEPER)
         pools.append(pool)
         script = Script(outstanding)
-        return Scaler(cfg, pool, script, lambda: 0, log, cold_start_ticks, metric_lag_s=lag_s)
+        policy = AlarmsPolicy(cfg, lag_s=lag_s)
+        return PoolScaler(policy, pool, script, lambda: 0, log, cold_start_ticks)
 
     yield make
     for pool in pools:
@@ -97,6 +99,8 @@ def controller_params(**changes: Any) -> ControllerParams:
         "cold_start_work": 0.0,
         "cold_start_s": 60.0,
         "seconds_per_job": 1.0,
+        "concurrency": 1,
+        "host_idle_s": 200.0,
     }
     return ControllerParams(**{**values, **changes})
 
@@ -108,13 +112,14 @@ def make_controller(agent: EcsAgent, tmp_path: Path) -> Iterator:  # type: ignor
 
     def make(
         params: ControllerParams, outstanding: list[int], cold_start_ticks: int = 0
-    ) -> ControllerScaler:
+    ) -> PoolScaler:
         log = EventLog(tmp_path / "events.jsonl")
         logs.append(log)
         pool = WorkerPool(os.environ, agent, tmp_path / "logs", 2.0, log, command=SLEEPER)
         pools.append(pool)
         script = Script(outstanding)
-        return ControllerScaler(params, pool, script, lambda: 0, log, cold_start_ticks)
+        policy = ControllerPolicy(params)
+        return PoolScaler(policy, pool, script, lambda: 0, log, cold_start_ticks)
 
     yield make
     for pool in pools:
@@ -128,11 +133,11 @@ def protect(agent: EcsAgent, task: str, enabled: bool) -> None:
     httpx.put(url, json={"ProtectionEnabled": enabled}).raise_for_status()
 
 
-def run(scaler: Scaler, ticks: int) -> list[Tick]:
+def run(scaler: PoolScaler, ticks: int) -> list[Tick]:
     return [scaler.step() for _ in range(ticks)]
 
 
-def wait_exited(scaler: Scaler, timeout: float = 20.0) -> None:
+def wait_exited(scaler: PoolScaler, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while scaler.pool.of_state("stopping") and time.monotonic() < deadline:
         scaler.pool.reap()
@@ -255,7 +260,7 @@ def test_the_controller_samples_six_times_a_tick_and_starts_a_worker_for_a_new_j
     assert {s.alarm for s in samples} == {"controller"}
     assert samples[-1].reason  # the policy says why, and the timeline shows it
     assert (samples[-1].minute - samples[-2].minute) * 60 == pytest.approx(SAMPLE_INTERVAL_S)
-    assert ControllerScaler.interval_ticks == pytest.approx(SAMPLE_INTERVAL_S / 60)
+    assert scaler.interval_ticks == pytest.approx(SAMPLE_INTERVAL_S / 60)
 
 
 def test_the_controller_releases_to_min_workers_after_the_idle_window(
@@ -270,7 +275,7 @@ def test_the_controller_releases_to_min_workers_after_the_idle_window(
     samples = run(scaler, 8)
     assert samples[0].desired <= 1
     assert samples[-1].desired == params.min_workers
-    wait_exited(scaler)  # type: ignore[arg-type]
+    wait_exited(scaler)
     assert scaler.settled(scaler.step())
 
 

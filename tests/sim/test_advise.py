@@ -10,8 +10,9 @@ from itertools import pairwise
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
+from tts_fleet.config.models import ScalingConfig
 from tts_fleet.cost.report import rates_for
-from tts_fleet.scaling.bands import Scaling
+from tts_fleet.scaling.physics import PROFILES
 from tts_fleet.sim.advise import (
     HOST_IDLE_SECONDS,
     IDLE_MINUTES,
@@ -21,7 +22,7 @@ from tts_fleet.sim.advise import (
     pareto,
     recommend,
 )
-from tts_fleet.sim.model import PROFILES, fleet_policy
+from tts_fleet.sim.model import stack_policy
 from tts_fleet.sim.traces import parse_trace
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -31,7 +32,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def sparse_advice() -> Advice:
     from tts_fleet.config.models import StackConfig
 
-    base = fleet_policy(Scaling(), host_idle_seconds=300, concurrency=4)
+    base = stack_policy(ScalingConfig(mode="alarms"), concurrency=4)
     return advise(
         parse_trace("sparse:7:8"),
         PROFILES["default"],

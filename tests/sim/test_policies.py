@@ -10,10 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
+from tts_fleet.config.models import ScalingConfig
 from tts_fleet.scaling.alarms import ACTIVITY_S, Autoscaler
 from tts_fleet.scaling.bands import Scaling
+from tts_fleet.scaling.physics import SEED_PROFILE
 from tts_fleet.sim.engine import Simulation, simulate
-from tts_fleet.sim.model import SEED_PROFILE, fleet_policy, peer_policy
+from tts_fleet.sim.model import peer_policy, stack_policy
 from tts_fleet.sim.report import CostRates
 from tts_fleet.sim.scalers import INVOKE_LATENCY_S, KedaScaler, View
 from tts_fleet.sim.traces import Trace, parse_trace
@@ -23,11 +25,14 @@ JOB_S = SEED_PROFILE.batching.base_s
 
 
 def base(mode: str = "controller"):
-    return fleet_policy(Scaling(0, 20, 8, 5), 300, 1, mode=mode)
+    """A stack at maxWorkers 20 in `mode`; a peer on that stack's fleet size."""
+    if mode not in ("alarms", "controller"):
+        return peer_policy(mode, base())
+    return stack_policy(ScalingConfig(max_workers=20, host_idle_seconds=300, mode=mode), 1)
 
 
 def run(spec: str, mode: str):
-    policy = base(mode) if mode in ("alarms", "controller") else peer_policy(mode, base())
+    policy = base(mode)
     return simulate(parse_trace(spec), SEED_PROFILE, policy, RATES).summary
 
 
@@ -107,7 +112,7 @@ def test_alarms_cooldown_holds_a_scale_in_for_one_evaluation() -> None:
 
 def test_simulate_compare_lists_the_named_policies() -> None:
     result = CliRunner().invoke(cli, [
-        "simulate", "--trace", "burst:200", "--profile", "seed", "--max-workers", "20",
+        "simulate", "--trace", "burst:200", "--timing", "seed", "--max-workers", "20",
         "--concurrency", "1", "--compare", "keda,controller,aws-sample", "--json",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -118,7 +123,7 @@ def test_simulate_compare_lists_the_named_policies() -> None:
 
 
 def test_simulate_default_policy_is_what_the_default_stack_deploys() -> None:
-    """scaling.controller defaults to lambda: the default policy is the controller."""
+    """scaling.mode defaults to controller: the default policy is the controller."""
     result = CliRunner().invoke(cli, ["simulate", "--trace", "burst:10", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["policy"] == "fleet"

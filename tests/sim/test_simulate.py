@@ -8,19 +8,29 @@ import math
 
 import pytest
 
-from tts_fleet.scaling.bands import Band, Scaling, bands
+from tts_fleet.config.models import ScalingConfig
+from tts_fleet.scaling.bands import Band, bands
+from tts_fleet.scaling.physics import PROFILES, SEED_PROFILE, Batching
 from tts_fleet.sim.engine import Simulation, simulate
-from tts_fleet.sim.model import (
-    PROFILES,
-    SEED_PROFILE,
-    Batching,
-    PolicySetup,
-    fleet_policy,
-    seed_policy,
-)
+from tts_fleet.sim.model import PolicySetup, seed_policy, stack_policy
 from tts_fleet.sim.report import CostRates
 from tts_fleet.sim.traces import Trace, parse_trace
 from tts_fleet.stats import percentile
+
+
+def alarms(
+    min_workers: int, max_workers: int, jobs: int, idle_minutes: int, host_idle_seconds: int
+) -> ScalingConfig:
+    """A stack's scaling in alarms mode: these tests pin the fleet the step policy sizes."""
+    return ScalingConfig(
+        min_workers=min_workers,
+        max_workers=max_workers,
+        jobs_per_worker=jobs,
+        idle_minutes=idle_minutes,
+        host_idle_seconds=host_idle_seconds,
+        mode="alarms",
+    )
+
 
 RATES = CostRates(gpu_hourly_usd=1.0, floor_monthly_usd=73.0)
 ALARM_S = 120.0  # minute 0's datapoint is published at 60 s + 60 s lag, evaluated then
@@ -32,7 +42,7 @@ def run(spec: str, policy: PolicySetup, profile: str = "seed", seed: int = 0) ->
 
 
 def fleet20() -> PolicySetup:
-    return fleet_policy(Scaling(0, 20, 8, 5), host_idle_seconds=300, concurrency=1)
+    return stack_policy(alarms(0, 20, 8, 5, host_idle_seconds=300), concurrency=1)
 
 
 def test_seed_policy_is_the_samples_one_step_through_the_same_policy_code() -> None:
@@ -121,8 +131,8 @@ def test_batching_latency_and_throughput(in_flight: int, latency: float) -> None
 def test_concurrency_with_batching_raises_throughput_by_the_model() -> None:
     """One worker, 400 jobs: 4 slots at alpha 0.25 drain in 100 rounds of 3.5 s."""
     profile = PROFILES["default"]
-    one = fleet_policy(Scaling(0, 1, 8, 5), 300, concurrency=1)
-    four = fleet_policy(Scaling(0, 1, 8, 5), 300, concurrency=4)
+    one = stack_policy(alarms(0, 1, 8, 5, 300), concurrency=1)
+    four = stack_policy(alarms(0, 1, 8, 5, 300), concurrency=4)
     serial = simulate(parse_trace("burst:400"), profile, one, RATES).to_json()
     batched = simulate(parse_trace("burst:400"), profile, four, RATES).to_json()
     ready = serial["first_result_s"] - 2.0
@@ -132,7 +142,7 @@ def test_concurrency_with_batching_raises_throughput_by_the_model() -> None:
 
 def _two_jobs(host_idle_seconds: int) -> dict:
     """Job 1 at 0, job 2 at 30 min, after the 1-minute idle window stopped the task."""
-    policy = fleet_policy(Scaling(0, 1, 1, 1), host_idle_seconds, concurrency=1)
+    policy = stack_policy(alarms(0, 1, 1, 1, host_idle_seconds), concurrency=1)
     trace = Trace("two", (0.0, 1800.0), 1800.0)
     result = simulate(trace, SEED_PROFILE, policy, RATES)
     return {**result.to_json(), "second": result.latencies[1]}
@@ -160,7 +170,7 @@ def test_busy_tasks_are_never_stopped_and_idle_surplus_is() -> None:
     workers, but every worker is busy until the queue is empty, so none is stopped early
     (a stopped task would lose its slot and stretch the drain)."""
     profile = PROFILES["seed"]
-    policy = fleet_policy(Scaling(0, 10, 8, 5), 300, concurrency=1)
+    policy = stack_policy(alarms(0, 10, 8, 5, 300), concurrency=1)
     slow = type(profile)(**{**profile.__dict__, "batching": Batching(300.0, 1.0)})
     sim = Simulation(parse_trace("burst:80"), slow, policy)
     finish, samples, fleet, _ = sim.run()
@@ -181,7 +191,7 @@ def test_percentile_is_nearest_rank() -> None:
 
 
 def test_min_workers_is_an_always_on_fleet_billed_for_the_whole_trace() -> None:
-    policy = fleet_policy(Scaling(1, 4, 8, 5), host_idle_seconds=300, concurrency=1)
+    policy = stack_policy(alarms(1, 4, 8, 5, host_idle_seconds=300), concurrency=1)
     summary = run("sparse:30:4", policy)
     assert summary["latency_s"]["max"] == JOB_S  # no job waits for a cold start
     assert summary["cold_starts"] == 0
@@ -202,7 +212,7 @@ def test_a_launch_cancelled_while_provisioning_is_no_start_and_its_host_is_not_k
     The cancelled task never ran: it is neither a cold start nor a warm one.
     """
     trace = Trace("sparse-28m", tuple(420.0 * k for k in range(5)), 1680.0)
-    one_step = fleet_policy(Scaling(0, 1, 1, 5), host_idle_seconds=0, concurrency=1)
+    one_step = stack_policy(alarms(0, 1, 1, 5, host_idle_seconds=0), concurrency=1)
     sim = Simulation(trace, SEED_PROFILE, one_step)
     finish, _, fleet, _ = sim.run()
     assert (fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts) == (2, 0, 1)

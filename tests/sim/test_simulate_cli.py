@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
+from tts_fleet.client import aws
+from tts_fleet.client.aws import AwsSettings, NoRegion
 from tts_fleet.config.stack_file import StackFile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +34,7 @@ def test_json_is_identical_for_identical_inputs() -> None:
 
 def test_compare_runs_both_policies_on_the_same_trace_and_profile() -> None:
     code, output = invoke(
-        "--trace", "burst:2000", "--profile", "seed", "--max-workers", "20",
+        "--trace", "burst:2000", "--timing", "seed", "--max-workers", "20",
         "--concurrency", "1", "--compare", "--json",
     )  # fmt: skip
     assert code == 0, output
@@ -120,3 +122,29 @@ def test_batching_flags_replace_the_profile_assumption() -> None:
     assert batched["drain_s"] == pytest.approx(batched["first_result_s"] - 3.0 + 100 * 3.0)
     bad = CliRunner().invoke(cli, ["simulate", "--trace", "burst:4", "--batch-alpha", "-1"])
     assert bad.exit_code == 2 and "--batch-alpha: must be >= 0 (got -1)" in bad.output
+
+
+def test_the_timing_profile_is_timing_and_profile_is_the_aws_profile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, output = invoke("--trace", "burst:50", "--timing", "seed", "--json")
+    assert code == 0, output
+    assert json.loads(output)["profile"] == "seed"
+    # --profile names an AWS profile, as in every command: it reaches the clients that
+    # `--trace cloudwatch` makes, and a timing profile's name is no value of it.
+    code, output = invoke("--trace", "burst:50", "--profile", "ops", "--json")
+    assert code == 0, output
+    assert json.loads(output)["profile"] == "default"
+    asked: list[tuple[str, AwsSettings | None]] = []
+
+    def client_for(service: str, settings: AwsSettings | None = None) -> None:
+        asked.append((service, settings))
+        raise NoRegion("no region")  # the command stops here: only the settings matter
+
+    monkeypatch.setattr(aws, "client_for", client_for)
+    args = ("--trace", "cloudwatch", "--queue-name", "q", "--profile", "ops", "--region", "r")
+    code, output = invoke(*args)
+    assert code == 2 and "no region" in output
+    assert asked == [("cloudwatch", AwsSettings(region="r", profile="ops"))]
+    code, output = invoke("--trace", "burst:50", "--timing", "nosuch")
+    assert code == 2 and "--timing" in output

@@ -19,6 +19,7 @@ from worker.jobs import (
     audio_key,
     derive_id,
     failure_key,
+    job_id_of,
     manifest_key,
     parse_job,
     validate_job,
@@ -62,6 +63,14 @@ def test_derived_id_is_the_sha256_of_the_canonical_request() -> None:
         ('{"id": "ok", "text": "x", "language": "Klingon"}', "unknown language 'Klingon'", "ok"),
         ('{"id": "ok", "text": "x", "instructions": "' + "y" * 501 + '"}', "at most 500", "ok"),
         ('{"id": "ok", "text": "x", "speed": 0.2}', "speed: Input should be greater", "ok"),
+        # JSON's decoder raises RecursionError and ValueError besides JSONDecodeError.
+        ("[" * 100_000, "body is not JSON: nested too deeply", None),
+        ('{"id": "ok", "text": "x", "speed": ' + "1" * 5_000 + "}", "body is not JSON", None),
+        # The id is matched whole: `$` alone would admit a trailing newline.
+        ('{"id": "ok\\n", "text": "x"}', "id: String should match pattern", None),
+        # Zero-width space, joiners, word joiner, BOM, bidi mark: format characters, no speech.
+        ('{"id": "ok", "text": "\\u200b\\u200c\\u200d"}', "text is blank", "ok"),
+        ('{"id": "ok", "text": " \\u2060\\ufeff\\n\\u200e\\t"}', "text is blank", "ok"),
     ],
 )
 def test_invalid_jobs_say_why(body: str, reason: str, job_id: str | None) -> None:
@@ -69,6 +78,18 @@ def test_invalid_jobs_say_why(body: str, reason: str, job_id: str | None) -> Non
         parse_job(body, max_text_chars=10)
     assert reason in error.value.reason
     assert error.value.job_id == job_id
+
+
+def test_format_characters_inside_a_text_with_words_are_kept() -> None:
+    text = "Hi\u200b there \U0001f44b\u200d\U0001f9d1"  # a zero-width space, an emoji's ZWJ
+    assert parse_job(json.dumps({"text": text})).text == text
+
+
+def test_submit_rejects_a_blank_text_and_an_id_with_a_newline_like_the_worker() -> None:
+    # `tts-fleet submit` validates each line with validate_job and the CustomVoice speakers.
+    for data in ({"id": "ok", "text": "\u200b" * 10}, {"id": "ok\n", "text": "Hello."}):
+        with pytest.raises(InvalidJob):
+            validate_job(data, voices=CUSTOM_VOICE_SPEAKERS)
 
 
 def test_language_is_title_cased_like_the_server_and_instructions_stop_at_500() -> None:
@@ -118,6 +139,31 @@ def test_output_keys() -> None:
     assert manifest_key("a1") == "outputs/a1.json"
     assert failure_key("a1") == "failures/a1.json"
     assert audio_key("a1", "mp3", "team/") == "team/outputs/a1.mp3"
+
+
+@pytest.mark.parametrize("job_id", ["a1", "v1.2_final-take", "0" * 32])
+@pytest.mark.parametrize("prefix", ["", "team/"])
+def test_a_records_key_gives_back_its_job_id(job_id: str, prefix: str) -> None:
+    assert job_id_of(manifest_key(job_id, prefix), prefix) == job_id
+    assert job_id_of(failure_key(job_id, prefix), prefix) == job_id
+
+
+@pytest.mark.parametrize(
+    ("key", "prefix"),
+    [
+        ("outputs/a1.wav", ""),  # audio, not a record
+        ("outputs/a1.0123456789abcdef.wav", ""),
+        ("team/outputs/a1.json", ""),  # another prefix's
+        ("outputs/a1.json", "team/"),
+        ("outputs/sub/a1.json", ""),  # no job id has a slash
+        ("outputs/.json", ""),
+        ("elsewhere/a1.json", ""),
+        ("outputs/a1\n.json", ""),  # an id is matched whole
+        ("failures/a1\n.json", ""),
+    ],
+)
+def test_any_other_key_has_no_job_id(key: str, prefix: str) -> None:
+    assert job_id_of(key, prefix) is None
 
 
 @pytest.mark.processes

@@ -36,15 +36,23 @@ POISON: dict[str, tuple[str | None, str]] = {
         f"text has {LIMIT + 1} characters, more than the limit of {LIMIT}",
     ),
     '{"id": "bad-voice", "text": "Hello.", "voice": "Bob"}': ("bad-voice", "Invalid voice 'bob'"),
+    # JSON's decoder raises RecursionError here (issue 20, item 6): still one receive.
+    "[" * 100_000: (None, "body is not JSON: nested too deeply"),
+    # Not failures/newline\n.json: an id is matched whole, so the record is the message's.
+    '{"id": "newline\\n", "text": "hi"}': (None, "id: String should match pattern"),
+    '{"id": "blank", "text": "\\u200b\\u200d\\ufeff"}': ("blank", "text is blank"),
 }
 
 
 def body_of(s3: Any, bucket: str, key: str) -> dict[str, Any]:
-    return json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body: dict[str, Any] = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    return body
 
 
 @pytest.mark.timeout(120)
-def test_poison_messages_go_to_dlq_after_one_receive(aws_env, sqs, s3, procs: Processes):
+def test_poison_messages_go_to_dlq_after_one_receive(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     # maxReceiveCount 5: SQS alone would need five receives; the worker must need one.
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
     valid = [Job(id=f"ok{i}", text=f"Valid job {i}.") for i in range(4)]
@@ -70,6 +78,7 @@ def test_poison_messages_go_to_dlq_after_one_receive(aws_env, sqs, s3, procs: Pr
         record = body_of(s3, names["bucket"], f"failures/{failure_ids[message['Body']]}.json")
         assert words in record["detail"]
         assert record["attempts"] == 1
+        assert record["sender_id"]  # SQS's SenderId of the message, which the producer cannot set
     assert set(list_keys(s3, names["bucket"], "failures/")) == {
         f"failures/{i}.json" for i in failure_ids.values()
     }
@@ -82,7 +91,9 @@ def test_poison_messages_go_to_dlq_after_one_receive(aws_env, sqs, s3, procs: Pr
 
 
 @pytest.mark.timeout(120)
-def test_same_job_twice_is_one_output(aws_env, sqs, s3, procs: Processes):
+def test_same_job_twice_is_one_output(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=30)
     named = Job(id="dup-1", text="Said once.")
     unnamed = Job(text="Also said once.")  # id derived from the request

@@ -158,7 +158,7 @@ class HeartbeatBlockedUntilRelease:
 
     def change_message_visibility_batch(self, **kwargs: Any) -> Any:
         seconds = kwargs["Entries"][0]["VisibilityTimeout"]
-        if seconds and self.worker is not None and self.worker.stop_requested.is_set():
+        if seconds and self.worker is not None and self.worker.consumer.stop_requested.is_set():
             self.released.wait(3)
         result = self.sqs.change_message_visibility_batch(**kwargs)
         if seconds == 0:
@@ -203,7 +203,7 @@ def test_a_metrics_crash_after_the_manifest_does_not_fail_a_finished_job(aws_env
     worker = make_worker(names, sqs, s3, FakeSpeech(), metrics=CrashingMetrics(io.StringIO()))
     run_until(
         worker,
-        lambda: version_counts(s3, names["bucket"]) and not len(worker.inflight),
+        lambda: version_counts(s3, names["bucket"]) and not len(worker.consumer.inflight),
     )
     assert version_counts(s3, names["bucket"]) == {AUDIO: 1, MANIFEST: 1}
     assert visible_and_in_flight(sqs, names["queue_url"]) == (0, 0)

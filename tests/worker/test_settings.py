@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.lib.procs import ROOT, env_for, make_queues_and_bucket, worker_env
-from worker.loop import backoff_seconds
+from worker.consumer import backoff_seconds
 from worker.settings import Settings, SettingsError, load_settings
 from worker.settings import worker_env as settings_env
 

@@ -1,17 +1,16 @@
 """The worker's speech client: splitting by script, re-splitting cut pieces, one encoding,
-transient vs permanent errors. Against the in-process stand-in or a scripted server."""
+transient vs permanent errors. Against the in-process stand-in, or a scripted server answering
+through httpx.MockTransport."""
 
 from __future__ import annotations
 
 import io
 import json
 import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 import soundfile
 
@@ -22,7 +21,7 @@ from worker.speech import (
     PermanentSpeechError,
     SpeechClient,
     TransientSpeechError,
-    split_text,
+    speech_pieces,
     text_cost,
 )
 
@@ -39,16 +38,16 @@ from worker.speech import (
         ("一二三四五六", 8, ["一二", "三四", "五六"]),
     ],
 )
-def test_split_text(text: str, limit: int, pieces: list[str]) -> None:
-    assert split_text(text, limit) == pieces
-    assert all(text_cost(piece) <= limit for piece in split_text(text, limit))
+def test_speech_pieces(text: str, limit: int, pieces: list[str]) -> None:
+    assert speech_pieces(text, limit) == pieces
+    assert all(text_cost(piece) <= limit for piece in speech_pieces(text, limit))
 
 
 def test_cjk_pieces_are_a_quarter_of_latin_ones() -> None:
     english = " ".join(f"Sentence {i} is here." for i in range(400))
     chinese = "这是一个很长的中文句子。" * 400
-    assert max(map(len, split_text(english, 1_000))) > 900
-    assert max(map(len, split_text(chinese, 1_000))) <= 250
+    assert max(map(len, speech_pieces(english, 1_000))) > 900
+    assert max(map(len, speech_pieces(chinese, 1_000))) <= 250
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +60,8 @@ def tone() -> Iterator[SpeechServer]:
 def test_pieces_are_joined_and_encoded_once(tone: SpeechServer, fmt: str) -> None:
     job = Job(text=" ".join(f"Sentence number {i} is here." for i in range(12)), format=fmt)
     speech = SpeechClient(tone.url, chunk_chars=60).synthesize(job)
-    assert speech.pieces == len(split_text(job.text, 60)) > 4
-    expected = sum(spoken_seconds(piece) for piece in split_text(job.text, 60))
+    assert speech.pieces == len(speech_pieces(job.text, 60)) > 4
+    expected = sum(spoken_seconds(piece) for piece in speech_pieces(job.text, 60))
     assert speech.sample_rate == 24_000
     assert speech.duration_s == pytest.approx(expected, abs=0.01)
     if fmt == "pcm":
@@ -105,42 +104,29 @@ def test_wrong_model_is_transient(tone: SpeechServer) -> None:
 
 
 Reply = tuple[int, bytes, dict[str, str]]
+PCM_0_1_S = b"\0\0" * 2_400  # 0.1 s of silence at 24 kHz
 
 
-class Scripted(ThreadingHTTPServer):
-    """Answers each POST with `answer(request number, body)`; counts requests."""
+class Scripted:
+    """A speech server in process (httpx.MockTransport): answers each POST with
+    `answer(request number, body)`, GET /health with 200; counts the POSTs."""
 
-    daemon_threads = True
+    url = "http://speech.test"
 
-    def __init__(self, answer: Callable[[int, dict[str, Any]], Reply], delay: float) -> None:
-        super().__init__(("127.0.0.1", 0), ScriptedHandler)
-        self.answer, self.delay, self.requests = answer, delay, 0
+    def __init__(self, answer: Callable[[int, dict[str, Any]], Reply]) -> None:
+        self.answer, self.requests = answer, 0
+        self.transport = httpx.MockTransport(self._handle)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/health":
+            return httpx.Response(200)
+        assert (request.method, request.url.path) == ("POST", "/v1/audio/speech")
+        status, content, headers = self.answer(self.requests, json.loads(request.content))
+        self.requests += 1
+        return httpx.Response(status, content=content, headers=headers)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # the timeout test hangs up on purpose
-
-
-class ScriptedHandler(BaseHTTPRequestHandler):
-    server: Scripted
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        status, content, headers = self.server.answer(self.server.requests, body)
-        self.server.requests += 1
-        time.sleep(self.server.delay)
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(content)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(content)
+    def client(self, **options: Any) -> SpeechClient:
+        return SpeechClient(self.url, transport=self.transport, **options)
 
 
 def statuses(*script: int) -> Callable[[int, dict[str, Any]], Reply]:
@@ -149,96 +135,118 @@ def statuses(*script: int) -> Callable[[int, dict[str, Any]], Reply]:
     def answer(n: int, body: dict[str, Any]) -> Reply:
         status = script[min(n, len(script) - 1)]
         if status == 200:
-            return 200, b"\0\0" * 2_400, {}
+            return 200, PCM_0_1_S, {}
         return status, b'{"error": {"message": "scripted", "code": %d}}' % status, {}
 
     return answer
 
 
-@pytest.fixture
-def scripted() -> Iterator[Callable[..., Scripted]]:
-    servers: list[Scripted] = []
-
-    def make(answer: Callable[[int, dict[str, Any]], Reply], delay: float = 0.0) -> Scripted:
-        server = Scripted(answer, delay)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def test_short_audio_without_usage_headers_is_split_again(scripted: Any) -> None:
+def test_short_audio_without_usage_headers_is_split_again() -> None:
     # 0.1 s for 311 characters, and no headers to say why: judged cut and halved; the halves
     # are too short to judge (under 200 characters).
-    server = scripted(statuses(200))
+    server = Scripted(statuses(200))
     text = "Many words in a sentence. " * 12
-    speech = SpeechClient(server.url).synthesize(Job(text=text, format="pcm"))
+    speech = server.client().synthesize(Job(text=text, format="pcm"))
     assert (speech.pieces, server.requests) == (2, 1 + 2)
 
 
-def test_a_piece_that_never_fits_is_permanent(scripted: Any) -> None:
+def test_usage_headers_at_the_context_limit_mean_cut_short() -> None:
+    # The first answer's token counts reach the limit less the prompt margin: split again;
+    # the halves' counts are far below it.
+    def answer(n: int, body: dict[str, Any]) -> Reply:
+        frames = "4060" if n == 0 else "100"
+        headers = {"x-vllm-omni-input-tokens": "10", "x-vllm-omni-output-tokens": frames}
+        return 200, PCM_0_1_S, headers
+
+    server = Scripted(answer)
+    speech = server.client().synthesize(Job(text="One sentence. Another one.", format="pcm"))
+    assert (speech.pieces, server.requests) == (2, 3)
+
+
+def test_a_piece_that_never_fits_is_permanent() -> None:
     def too_long(n: int, body: dict[str, Any]) -> Reply:
         message = "Speech generation failed: The decoder prompt (length 5000) is longer than the"
         message += " maximum model length of 4096."
         return 500, json.dumps({"error": {"message": message, "code": 500}}).encode(), {}
 
-    server = scripted(too_long)
-    client = SpeechClient(server.url, retries=3, retry_delay_s=0.01)
+    server = Scripted(too_long)
+    client = server.client(retries=3, retry_delay_s=0.0)
     with pytest.raises(PermanentSpeechError, match="does not fit the model after"):
         client.synthesize(Job(text="One. Two. Three. Four."))
     assert server.requests <= 2**7  # halved to single characters at most, never retried
 
 
-def test_the_worker_asks_for_pcm_at_24_khz(scripted: Any) -> None:
+def test_the_request_carries_the_job_and_the_configured_model_and_task() -> None:
     seen: list[dict[str, Any]] = []
 
     def record(n: int, body: dict[str, Any]) -> Reply:
         seen.append(body)
-        return 200, b"\0\0" * 2_400, {}
+        return 200, PCM_0_1_S, {}
 
-    SpeechClient(scripted(record).url).synthesize(Job(text="Hi.", format="mp3"))
-    assert (seen[0]["response_format"], seen[0]["sample_rate"]) == ("pcm", 24_000)
+    client = Scripted(record).client(model="Qwen/M", task_type="VoiceDesign")
+    job = Job(text="Hi.", format="mp3", voice="Ryan", instructions="Calm.", speed=1.5)
+    client.synthesize(job)
+    assert seen == [
+        {
+            "input": "Hi.",
+            "voice": "Ryan",
+            "language": "Auto",
+            "response_format": "pcm",  # the job's format is encoded by the worker, once
+            "sample_rate": 24_000,
+            "speed": 1.5,
+            "model": "Qwen/M",
+            "instructions": "Calm.",
+            "task_type": "VoiceDesign",
+        }
+    ]
 
 
-def test_5xx_is_retried_then_succeeds(scripted: Any) -> None:
-    server = scripted(statuses(503, 500, 200))
-    speech = SpeechClient(server.url, retries=2, retry_delay_s=0.01).synthesize(Job(text="Hi."))
+def test_5xx_is_retried_then_succeeds() -> None:
+    server = Scripted(statuses(503, 500, 200))
+    speech = server.client(retries=2, retry_delay_s=0.0).synthesize(Job(text="Hi."))
     assert (server.requests, speech.duration_s) == (3, pytest.approx(0.1))
 
 
-def test_5xx_past_the_retries_is_transient(scripted: Any) -> None:
-    server = scripted(statuses(503))
+def test_5xx_past_the_retries_is_transient() -> None:
+    server = Scripted(statuses(503))
     with pytest.raises(TransientSpeechError, match="503: scripted"):
-        SpeechClient(server.url, retries=2, retry_delay_s=0.01).synthesize(Job(text="Hi."))
+        server.client(retries=2, retry_delay_s=0.0).synthesize(Job(text="Hi."))
     assert server.requests == 3
 
 
 @pytest.mark.parametrize("status", [400, 422])
-def test_4xx_is_permanent_and_not_retried(scripted: Any, status: int) -> None:
-    server = scripted(statuses(status, 200))
+def test_4xx_is_permanent_and_not_retried(status: int) -> None:
+    server = Scripted(statuses(status, 200))
     with pytest.raises(PermanentSpeechError, match=f"{status}: scripted"):
-        SpeechClient(server.url, retries=3, retry_delay_s=0.01).synthesize(Job(text="Hi."))
+        server.client(retries=3, retry_delay_s=0.0).synthesize(Job(text="Hi."))
     assert server.requests == 1
 
 
-@pytest.mark.parametrize("status", [401, 403, 404])
-def test_server_side_4xx_is_transient(scripted: Any, status: int) -> None:
+@pytest.mark.parametrize("status", [401, 403, 404, 408, 429])
+def test_server_side_4xx_is_transient(status: int) -> None:
     # A wrong model name, route, key or proxy: every job would fail, none is at fault.
-    server = scripted(statuses(status))
+    server = Scripted(statuses(status))
     with pytest.raises(TransientSpeechError, match=f"{status}: scripted"):
-        SpeechClient(server.url, retries=1, retry_delay_s=0.01).synthesize(Job(text="Hi."))
+        server.client(retries=1, retry_delay_s=0.0).synthesize(Job(text="Hi."))
     assert server.requests == 2
 
 
-def test_timeout_is_transient(scripted: Any) -> None:
-    server = scripted(statuses(200), delay=1.0)
-    client = SpeechClient(server.url, timeout_s=0.2, retries=0)
+def test_timeout_is_transient() -> None:
+    def slow(request: httpx.Request) -> httpx.Response:
+        # The client's own read timeout reaches the transport; the server outlasts it.
+        assert request.extensions["timeout"]["read"] == 0.2
+        raise httpx.ReadTimeout("no answer in 0.2 s", request=request)
+
+    client = SpeechClient("http://speech.test", timeout_s=0.2, retries=0,
+                          transport=httpx.MockTransport(slow))  # fmt: skip
     with pytest.raises(TransientSpeechError, match="timed out"):
         client.synthesize(Job(text="Hi."))
+
+
+def test_health_is_a_200_on_health() -> None:
+    assert Scripted(statuses(200)).client().healthy() is True
+    down = httpx.MockTransport(lambda request: httpx.Response(503))
+    assert SpeechClient("http://speech.test", transport=down).healthy() is False
 
 
 def test_connection_refused_is_transient() -> None:

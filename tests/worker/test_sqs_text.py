@@ -8,7 +8,7 @@ import pytest
 
 from tests.lib.fake_worker import FakeSpeech, make_worker
 from tests.lib.procs import make_queues_and_bucket, receive_all
-from worker.loop import sqs_text
+from worker.outputs import sqs_text
 
 
 @pytest.mark.parametrize(

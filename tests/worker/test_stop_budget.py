@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from tests.lib.fake_worker import FakeSpeech, make_worker
-from tests.lib.procs import make_queues_and_bucket, wait_for
-from worker.heartbeat import Task, Visibility
+from tests.lib.procs import make_queues_and_bucket
+from worker.consumer import Poll, poll_wait_seconds
+from worker.events import Event
+from worker.heartbeat import Visibility
+from worker.held import HeldMessage
 from worker.jobs import Job
-from worker.loop import Poll, poll_wait_seconds
 from worker.settings import Settings
 
 EXTENSION = 300
@@ -36,8 +38,8 @@ class SlowExtensions:
         return {"Successful": [{"Id": e["Id"]} for e in Entries]}
 
 
-def task(n: int = 0) -> Task:
-    return Task({"ReceiptHandle": f"r{n}", "MessageId": f"m{n}", "Body": "{}"})
+def task(n: int = 0) -> HeldMessage:
+    return HeldMessage({"ReceiptHandle": f"r{n}", "MessageId": f"m{n}", "Body": "{}"})
 
 
 def test_a_slow_extension_delays_no_release_and_cannot_undo_it() -> None:
@@ -110,12 +112,13 @@ class CountingReceives:
 def test_sigterm_during_a_long_poll_and_a_message_it_brings(aws_env, sqs, s3) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=600)
     counting = CountingReceives(sqs)
-    worker = make_worker(
-        names, counting, s3, FakeSpeech(), wait_time_seconds=20, stop_timeout_seconds=4
-    )
+    speech = FakeSpeech()
+    worker = make_worker(names, counting, s3, speech, wait_time_seconds=20, stop_timeout_seconds=4)
+    polling = threading.Event()
+    worker.events.subscribe(lambda happened: happened.event is Event.POLLING and polling.set())
     thread = threading.Thread(target=worker.run)
     thread.start()
-    wait_for(lambda: worker._poll is not None, 10)
+    assert polling.wait(10)
     time.sleep(0.5)  # the first (empty) long poll is under way
     stopped = time.monotonic()
     worker.request_stop()
@@ -124,11 +127,12 @@ def test_sigterm_during_a_long_poll_and_a_message_it_brings(aws_env, sqs, s3) ->
     thread.join(10)
     assert not thread.is_alive()
     assert time.monotonic() - stopped < 4  # inside the stop budget
-    assert worker._poll is not None and not worker._poll.thread.is_alive()  # nothing dangles
+    poll = worker.consumer.poll
+    assert poll is not None and not poll.thread.is_alive()  # nothing dangles
     assert {wait for _, wait in counting.returned} == {2}  # half the 4 s budget
     # Visible again at once (not hidden for the 600 s the poll asked for), and not started.
     got = sqs.receive_message(
         QueueUrl=names["queue_url"], WaitTimeSeconds=1, AttributeNames=["All"]
     ).get("Messages", [])
     assert [json.loads(m["Body"])["id"] for m in got] == ["late"]
-    assert worker.speech.calls == []
+    assert speech.calls == []

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import click
 
+from tts_fleet.cli.options import json_flag, project_dir_option, stack_option
 from tts_fleet.deploy.driver import (
     ACTIONS,
-    EXIT_BAD_INPUT,
     Action,
     DeployError,
     PreflightRun,
@@ -23,6 +23,7 @@ from tts_fleet.deploy.driver import (
     run,
 )
 from tts_fleet.deploy.settings import SettingError, parse_settings
+from tts_fleet.exit_codes import ExitCode
 
 HELP = {
     "preview": "Check GPU quota and capacity (the preflight; a warning if it cannot run), then "
@@ -43,38 +44,29 @@ class DeployHooks:
     preflight: PreflightRun | None = preflight_note
 
 
-def register(group: click.Group) -> None:
-    @group.group("deploy")
-    def deploy() -> None:
-        """Preview and apply a stack with the Pulumi Automation API (what CI runs).
+@click.group("deploy")
+def deploy() -> None:
+    """Preview and apply a stack with the Pulumi Automation API (what CI runs).
 
-        Needs the Pulumi CLI on PATH and a backend login (PULUMI_ACCESS_TOKEN, or
-        PULUMI_BACKEND_URL + PULUMI_CONFIG_PASSPHRASE). --set values are written to
-        Pulumi.<stack>.yaml, as `pulumi config set --path` does."""
-
-    for action in ACTIONS:
-        deploy.add_command(_command(action))
+    Needs the Pulumi CLI on PATH and a backend login (PULUMI_ACCESS_TOKEN, or
+    PULUMI_BACKEND_URL + PULUMI_CONFIG_PASSPHRASE). --set values are written to
+    Pulumi.<stack>.yaml, as `pulumi config set --path` does."""
 
 
 def _command(action: Action) -> click.Command:
     def callback(**options: Any) -> None:
         _execute(click.get_current_context(), action, options)
 
-    params: list[click.Parameter] = [
-        click.Option(["--stack", "-s"], required=True, help="Stack name, e.g. dev or prod."),
-        click.Option(
-            ["--project-dir"],
-            type=click.Path(exists=True, file_okay=False, path_type=Path),
-            default=Path("."),
-            show_default=True,
-            help="Directory holding Pulumi.yaml and Pulumi.<stack>.yaml.",
-        ),
-        click.Option(["--json", "as_json"], is_flag=True, help="Print one JSON object."),
+    decorators: list[Callable[[Callable[..., None]], Callable[..., None]]] = [
+        stack_option("Stack name, e.g. dev or prod.", required=True, short=True),
+        project_dir_option("Directory holding Pulumi.yaml and Pulumi.<stack>.yaml."),
+        json_flag("Print one JSON object."),
     ]
     if action != "outputs":
-        params.append(
-            click.Option(
-                ["--set", "sets"],
+        decorators.append(
+            click.option(
+                "--set",
+                "sets",
                 multiple=True,
                 metavar="KEY=VALUE",
                 help="Stack config with path semantics, e.g. scaling.maxWorkers=12 "
@@ -82,14 +74,20 @@ def _command(action: Action) -> click.Command:
             )
         )
     if action in ("up", "destroy"):
-        params.append(click.Option(["--yes", "-y"], is_flag=True, help="Run without asking."))
+        decorators.append(click.option("--yes", "-y", is_flag=True, help="Run without asking."))
     if action == "preview":
-        params.append(
-            click.Option(
-                ["--expect-no-changes"], is_flag=True, help="Exit 1 when anything would change."
+        decorators.append(
+            click.option(
+                "--expect-no-changes", is_flag=True, help="Exit 1 when anything would change."
             )
         )
-    return click.Command(action, callback=callback, params=params, help=HELP[action])
+    for decorate in reversed(decorators):
+        callback = decorate(callback)
+    return click.command(action, help=HELP[action])(callback)
+
+
+for _action in ACTIONS:
+    deploy.add_command(_command(_action))
 
 
 def _execute(ctx: click.Context, action: Action, options: dict[str, Any]) -> None:
@@ -106,7 +104,7 @@ def _execute(ctx: click.Context, action: Action, options: dict[str, Any]) -> Non
         )
         report = run(request, hooks.factory, _stream, hooks.preflight)
     except SettingError as error:
-        report = _failed(action, options["stack"], DeployError(EXIT_BAD_INPUT, str(error)))
+        report = _failed(action, options["stack"], DeployError(ExitCode.BAD_INPUT, str(error)))
     except DeployError as error:
         report = _failed(action, options["stack"], error)
     _print(report, as_json)

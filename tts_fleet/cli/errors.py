@@ -25,3 +25,11 @@ class Failed(click.ClickException):
     """The command ran and the work failed (an AWS error, a failed run)."""
 
     exit_code = ExitCode.FAILED
+
+
+def bad_config(problems: list[str]) -> BadInput:
+    """A stack config's problems, each on its own `Error:` line (DESIGN §3.1), exit code
+    BAD_INPUT: the last is the exception's message (main() prints it), the others go first."""
+    for problem in problems[:-1]:
+        click.secho(f"Error: {problem}", err=True, fg="red")
+    return BadInput(problems[-1])

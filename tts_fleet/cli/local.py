@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
-from tts_fleet.cli.errors import BadInput
+from tts_fleet.cli.errors import BadInput, bad_config
 from tts_fleet.cli.options import project_dir_option, split_chars_option, stack_file_option
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.config.models import ConfigError
 from tts_fleet.exit_codes import ExitCode
+from tts_fleet.scaling.policy import MODES
 
 if TYPE_CHECKING:
     from tts_fleet.config.models import StackConfig
@@ -27,10 +28,6 @@ NEXT_STEPS = (
     "--stack dev), run your own text (--input jobs.jsonl), or deploy to AWS with "
     "`pulumi up` (see the README)."
 )
-
-
-def register(group: click.Group) -> None:
-    group.add_command(local)
 
 
 @click.command()
@@ -49,6 +46,11 @@ def register(group: click.Group) -> None:
     "--idle-ticks",
     type=click.IntRange(1, 1440),
     help="Override scaling.idleMinutes (one tick = one minute).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    help="Override scaling.mode: `controller` (the default) or `alarms`.",
 )
 @click.option(
     "--tick",
@@ -125,9 +127,10 @@ def register(group: click.Group) -> None:
 def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: object) -> None:
     """Run the whole pipeline here: emulated SQS/S3, espeak speech, real workers, local scaler.
 
-    Submits the jobs, scales worker processes with the same policy as the AWS alarms, and
-    when the queue has drained and the fleet is back to zero, downloads the outputs into
-    --out with a summary and out/timeline.png. Ctrl-C stops everything cleanly.
+    Submits the jobs, scales worker processes with the policy the stack's scaling.mode
+    deploys in AWS (the controller, or the alarms), and when the queue has drained and the
+    fleet is back to zero, downloads the outputs into --out with a summary and
+    out/timeline.png. Ctrl-C stops everything cleanly.
     """
     from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
 
@@ -139,7 +142,7 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
     try:
         cfg = resolve_config(options)
     except ConfigError as error:
-        raise BadInput(str(error)) from None
+        raise bad_config(error.problems) from None
     except FileNotFoundError as error:
         raise BadInput(f"no stack file: {error.filename}") from None
     jobs, invalid = jobs_for(options, cfg)

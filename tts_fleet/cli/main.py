@@ -1,61 +1,124 @@
-"""The `tts-fleet` command: a click group; each area registers its commands from its module."""
+"""The `tts-fleet` command: a click group listing every command, each imported when it runs."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
+import textwrap
+from dataclasses import dataclass
 
 import click
 
 from tts_fleet.exit_codes import ExitCode
 
-# One module per area, each exposing `register(group)`; imported eagerly so a
-# broken area fails loudly at start-up instead of hiding a command.
-COMMAND_MODULES = (
-    "tts_fleet.cli.scaling",
-    "tts_fleet.cli.jobs",
-    "tts_fleet.cli.simulation",
-    "tts_fleet.cli.local",
-    "tts_fleet.cli.deploy",
-    "tts_fleet.cli.speech",
-    "tts_fleet.cli.preflight",
-)
+
+@dataclass(frozen=True)
+class CommandInfo:
+    """Where a command lives and its one-line summary for `--help` (the first sentence of its
+    docstring, tests/test_cli_help.py holds them equal), so listing imports no command."""
+
+    module: str
+    attribute: str
+    summary: str
 
 
-# `--help` lists commands in the order a user meets them, not alphabetically.
-WORKFLOW_ORDER = (
-    "local",
-    "submit",
-    "status",
-    "wait",
-    "results",
-    "dlq",
-    "simulate",
-    "advise",
-    "cost",
-    "scaling",
-    "preflight",
-    "deploy",
-    "speech-server",
-)
+# Every command, in the order `--help` lists them (the order a user meets them), each loaded
+# from its module only when it runs (after pip's `commands_dict`).
+COMMANDS: dict[str, CommandInfo] = {
+    "local": CommandInfo(
+        "tts_fleet.cli.local",
+        "local",
+        "Run the whole pipeline here: emulated SQS/S3, espeak speech, real workers, local scaler.",
+    ),
+    "submit": CommandInfo(
+        "tts_fleet.cli.submit",
+        "submit",
+        "Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.",
+    ),
+    "status": CommandInfo(
+        "tts_fleet.cli.status",
+        "status",
+        "Queue depth (visible, in flight, delayed), DLQ depth, oldest message age, ECS tasks.",
+    ),
+    "wait": CommandInfo(
+        "tts_fleet.cli.wait", "wait", "Wait until every job of SOURCE is done or failed."
+    ),
+    "results": CommandInfo(
+        "tts_fleet.cli.results",
+        "results",
+        "Download the audio and manifest of done jobs into OUT.",
+    ),
+    "dlq": CommandInfo("tts_fleet.cli.dlq", "dlq", "Inspect and redrive the dead-letter queue."),
+    "simulate": CommandInfo(
+        "tts_fleet.cli.simulation",
+        "simulate_cmd",
+        "Simulate a scaling policy on a workload trace: latency, drain time, GPU hours, cost.",
+    ),
+    "advise": CommandInfo(
+        "tts_fleet.cli.simulation",
+        "advise_cmd",
+        "Sweep idleMinutes × hostIdleSeconds (and κ, scaling.coldStartWork, in controller mode) "
+        "on a trace; print the cost/p95 Pareto frontier.",
+    ),
+    "cost": CommandInfo(
+        "tts_fleet.cli.simulation",
+        "cost_cmd",
+        "The idle floor per month for each network mode, and the cost per GPU hour.",
+    ),
+    "scaling": CommandInfo(
+        "tts_fleet.cli.scaling",
+        "scaling",
+        "Show how a stack sizes its fleet in its scaling.mode.",
+    ),
+    "preflight": CommandInfo(
+        "tts_fleet.cli.preflight",
+        "preflight",
+        "Check GPU capacity before a deploy: the instance types that match tts-fleet:gpu in the "
+        "region, where they are offered, the account's vCPU quota, the largest worker count it "
+        "allows, and the cheapest eligible type's price.",
+    ),
+    "deploy": CommandInfo(
+        "tts_fleet.cli.deploy",
+        "deploy",
+        "Preview and apply a stack with the Pulumi Automation API (what CI runs).",
+    ),
+    "speech-server": CommandInfo(
+        "tts_fleet.cli.speech",
+        "speech_server",
+        "Serve POST /v1/audio/speech, GET /health and GET /v1/audio/voices on this machine.",
+    ),
+}
+SUMMARY_CHARS = 200  # a longer summary is cut at a word with "..."
+
+
+def load_command(name: str) -> click.Command:
+    info = COMMANDS[name]
+    command = getattr(importlib.import_module(info.module), info.attribute)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{info.module}.{info.attribute} is not a click command")
+    return command
 
 
 class WorkflowGroup(click.Group):
+    """The commands of COMMANDS, listed without importing them; each imported when it runs."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        known = [name for name in WORKFLOW_ORDER if name in self.commands]
-        return known + sorted(set(self.commands) - set(known))
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command's whole first sentence: click cuts it at 45 characters otherwise."""
-        rows = []
-        for name in self.list_commands(ctx):
-            command = self.get_command(ctx, name)
-            if command is not None and not command.hidden:
-                rows.append((name, command.get_short_help_str(limit=200)))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        rows = [(name, shorten(info.summary)) for name, info in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def shorten(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """`text`, or as many whole words as fit with "..." (as click shortens a command's help)."""
+    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
 
 
 @click.group(
@@ -66,10 +129,6 @@ class WorkflowGroup(click.Group):
 def cli() -> None:
     """Queue-driven GPU text-to-speech on AWS: submit jobs, watch the fleet, fetch audio,
     simulate and cost a scaling policy, and run the whole pipeline locally."""
-
-
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(cli)
 
 
 def main() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,45 +15,75 @@ def json_flag(help: str = "Print one JSON object on stdout (stable keys).") -> C
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
+def stack_option(help: str, *, required: bool = False, short: bool = False) -> Callable[[F], F]:
+    """--stack S: what it reads (a stack file, the deployed stack's outputs) is in `help`."""
+    names = ("--stack", "-s") if short else ("--stack",)
+    return click.option(*names, required=required, help=help)
+
+
 def stack_file_option(help: str = "Read the settings of Pulumi.<STACK>.yaml.") -> Callable[[F], F]:
-    return click.option("--stack", help=help)
+    return stack_option(help)
 
 
-def project_dir_option() -> Callable[[F], F]:
+def project_dir_option(
+    help: str = "The directory holding Pulumi.yaml and the stack files.",
+) -> Callable[[F], F]:
     return click.option(
         "--project-dir",
         type=click.Path(file_okay=False, exists=True, path_type=Path),
         default=Path("."),
         show_default=True,
-        help="The directory holding Pulumi.yaml and the stack files.",
+        help=help,
     )
 
 
 def target_flags(func: F) -> F:
-    """--stack / --queue-url / --dlq-url / --bucket / --output-prefix: where a stack's jobs go."""
+    """--stack / --outputs-file / --queue-url / --dlq-url / --bucket / --output-prefix: where a
+    stack's jobs go; --region / --profile: how to reach it."""
+    from tts_fleet.client import stack as env  # the TTS_FLEET_* names are defined there only
+
     for option in reversed(
         (
-            click.option(
-                "--stack",
-                help="Read queueUrl, dlqUrl, bucketName from this Pulumi stack's outputs "
-                "(needs the Pulumi CLI, or --outputs-file).",
+            stack_option(
+                "Read queueUrl, dlqUrl, bucketName and maxTextChars from this deployed Pulumi "
+                "stack's outputs (needs the Pulumi CLI, or --outputs-file)."
             ),
             click.option(
                 "--outputs-file",
                 type=click.Path(dir_okay=False),
                 help="A saved `pulumi stack output --json` to read the outputs from instead.",
             ),
-            click.option("--queue-url", help="Jobs queue URL [env TTS_FLEET_QUEUE_URL]."),
-            click.option("--dlq-url", help="Dead-letter queue URL [env TTS_FLEET_DLQ_URL]."),
-            click.option("--bucket", help="Output bucket [env TTS_FLEET_BUCKET]."),
+            click.option("--queue-url", help=f"Jobs queue URL [env {env.ENV_QUEUE_URL}]."),
+            click.option("--dlq-url", help=f"Dead-letter queue URL [env {env.ENV_DLQ_URL}]."),
+            click.option("--bucket", help=f"Output bucket [env {env.ENV_BUCKET}]."),
             click.option(
-                "--output-prefix", help="Key prefix of outputs [env TTS_FLEET_OUTPUT_PREFIX]."
+                "--output-prefix", help=f"Key prefix of outputs [env {env.ENV_OUTPUT_PREFIX}]."
             ),
             *aws_flags(),
         )
     ):
         func = option(func)
     return func
+
+
+def max_text_chars_option(func: F) -> F:
+    """--max-text-chars N: the text limit of the target, for submit, wait and results alike."""
+    from worker.jobs import DEFAULT_MAX_TEXT_CHARS
+
+    return click.option(
+        "--max-text-chars",
+        type=click.IntRange(1),
+        help="Longest text accepted [default: the stack's maxTextChars output with --stack or "
+        f"--outputs-file, else {DEFAULT_MAX_TEXT_CHARS:,}]; give submit, wait and results "
+        "the same.",
+    )(func)
+
+
+def threads_option(what: str) -> Callable[[F], F]:
+    """--threads N: how many threads send or download at once (8 by default)."""
+    return click.option(
+        "--threads", default=8, show_default=True, type=click.IntRange(1, 64), help=what
+    )
 
 
 def split_chars_option(func: F) -> F:
@@ -69,21 +98,18 @@ def split_chars_option(func: F) -> F:
     )(func)
 
 
+def region_option(
+    help: str = "AWS region [env AWS_REGION, AWS_DEFAULT_REGION].",
+) -> Callable[[F], F]:
+    return click.option("--region", help=help)
+
+
 def aws_flags() -> tuple[Callable[[F], F], ...]:
     """--region / --profile, as the AWS CLI spells them."""
     return (
-        click.option("--region", help="AWS region [env AWS_REGION, AWS_DEFAULT_REGION]."),
+        region_option(),
         click.option("--profile", help="AWS named profile [env AWS_PROFILE]."),
     )
-
-
-def use_aws_settings(region: str | None, profile: str | None) -> None:
-    """The flags win over the environment for every client this process makes
-    (tts_fleet.client.aws reads AWS_REGION and AWS_PROFILE for each client it builds)."""
-    if region:
-        os.environ["AWS_REGION"] = region
-    if profile:
-        os.environ["AWS_PROFILE"] = profile
 
 
 # Flag parameter → camelCase key of tts-fleet:scaling: the flags override the stack file.

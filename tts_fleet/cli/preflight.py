@@ -10,8 +10,8 @@ from typing import Any
 import boto3
 import click
 
-from tts_fleet.cli.errors import BadInput, Failed
-from tts_fleet.cli.options import json_flag, project_dir_option, stack_file_option
+from tts_fleet.cli.errors import BadInput, Failed, bad_config
+from tts_fleet.cli.options import json_flag, project_dir_option, region_option, stack_file_option
 from tts_fleet.config.models import ConfigError
 from tts_fleet.config.stack_file import StackFile, stack_file_path
 from tts_fleet.deploy.preflight import (
@@ -30,13 +30,9 @@ class PreflightHooks:
     session: Callable[..., Any] = boto3.Session
 
 
-def register(group: click.Group) -> None:
-    group.add_command(preflight)
-
-
 @click.command("preflight")
 @stack_file_option("The stack to check: reads Pulumi.<STACK>.yaml (required).")
-@click.option("--region", help="AWS region [default: the stack file's aws:region].")
+@region_option("AWS region [default: the stack file's aws:region].")
 @project_dir_option()
 @json_flag()
 @click.pass_context
@@ -58,7 +54,7 @@ def preflight(
         stack_file = StackFile.load(path)
         cfg = stack_file.config()
     except ConfigError as error:
-        raise BadInput(str(error)) from error
+        raise bad_config(error.problems) from error
     hooks = ctx.obj if isinstance(ctx.obj, PreflightHooks) else PreflightHooks()
     try:
         result = check_stack(cfg, stack, hooks.session, region or stack_file.region)

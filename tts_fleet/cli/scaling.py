@@ -1,27 +1,37 @@
-"""`tts-fleet scaling`: the step-scaling bands a stack deploys, from its stack file.
+"""`tts-fleet scaling`: what a stack deploys to size its fleet, in its `scaling.mode`.
 
-Everything is computed by tts_fleet/scaling/bands.py, the same code the QueueAutoscaling component
-turns into step adjustments, so what this prints is what Application Auto Scaling will apply.
+- `controller` (the default): the parameters the controller function is deployed with
+  (tts_fleet/config/topology.py computes them for components/controller.py too), its
+  sampling, and the safety-net alarm.
+- `alarms`: the step-scaling bands, computed by tts_fleet/scaling/bands.py, the same code the
+  StepScaling component turns into step adjustments, so what this prints is what Application
+  Auto Scaling will apply.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from tts_fleet.cli.options import scaling_override_flags, scaling_overrides
+from tts_fleet.cli.errors import bad_config
+from tts_fleet.cli.options import (
+    json_flag,
+    project_dir_option,
+    scaling_override_flags,
+    scaling_overrides,
+    stack_file_option,
+)
 from tts_fleet.config.models import ConfigError, ScalingConfig, StackConfig
 from tts_fleet.config.stack_file import stack_config
+from tts_fleet.config.topology import controller_params
+from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
-
-
-def register(group: click.Group) -> None:
-    group.add_command(scaling)
+from tts_fleet.scaling.controller import SAFETY_NET_MINUTES, SAMPLE_INTERVAL_S, ControllerParams
+from tts_fleet.scaling.policy import MODES
 
 
 @dataclass(frozen=True)
@@ -63,10 +73,7 @@ class BandReport:
             "bands": [asdict(row) for row in self.bands],
             "worst_overprovision": self.worst_overprovision,
             "worst_at": asdict(self.worst_at),
-            "schedules": [
-                {"schedule": e.expression, "minWorkers": e.min_workers, "maxWorkers": e.max_workers}
-                for e in self.scaling.schedules
-            ],
+            "schedules": schedules_json(self.scaling),
         }
 
 
@@ -162,32 +169,106 @@ def host_line(seconds: int) -> str:
     return f"hosts: an idle GPU host is kept {seconds} s for reuse (scaleInAfter)"
 
 
-def resolve(stack: str | None, project_dir: Path, flags: dict[str, int | None]) -> StackConfig:
+@dataclass(frozen=True)
+class ControllerReport:
+    """`tts-fleet scaling` in controller mode: what the function is deployed with."""
+
+    stack: str
+    scaling: ScalingConfig
+    params: ControllerParams
+    safety_net_workers: int  # the safety net's ExactCapacity
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "mode": "controller",
+            "scaling": self.scaling.model_dump(by_alias=True, mode="json"),
+            "controller": {"sample_interval_s": SAMPLE_INTERVAL_S, **asdict(self.params)},
+            "safety_net": {
+                "minutes": SAFETY_NET_MINUTES,
+                "exact_capacity": self.safety_net_workers,
+            },
+            "schedules": schedules_json(self.scaling),
+        }
+
+
+def controller_report(name: str, cfg: StackConfig) -> ControllerReport:
+    params = controller_params(cfg)
+    return ControllerReport(name, cfg.scaling, params, max(1, cfg.scaling.min_workers))
+
+
+def render_controller(data: ControllerReport) -> str:
+    s, p = data.scaling, data.params
+    period = int(PERIOD_S)
+    lines = [
+        f"{data.stack}: minWorkers {s.min_workers}, maxWorkers {s.max_workers}, "
+        f"jobsPerWorker {s.jobs_per_worker}, idleMinutes {s.idle_minutes}, "
+        f"hostIdleSeconds {s.host_idle_seconds}",
+        "",
+        "mode: controller (a function sets the desired count; no step bands)",
+        f"sampling: every {SAMPLE_INTERVAL_S:g} s while work is outstanding or running; invoked "
+        "every minute and by `tts-fleet submit`",
+        f"bounds: {p.min_workers}..{p.max_workers} workers (the scalable target's; schedules "
+        "move them)",
+        f"backlog: one worker per {p.jobs_per_worker} outstanding jobs expected when a new GPU "
+        "would arrive (the running and starting workers' work until then taken off)",
+        f"cold start: {p.cold_start_s:g} s expected; a new GPU only if at least "
+        f"{p.cold_start_work:g} x that ({p.cold_start_work * p.cold_start_s:.0f} s) of work "
+        "would be left for it (coldStartWork)",
+        f"throughput: {p.seconds_per_job:g} s per job per worker with {p.concurrency} in "
+        "flight (the default timing profile)",
+        f"idle: the last worker waits 0 or {s.idle_minutes} min, whichever the recent idle gaps "
+        f"made cheaper, then minWorkers {s.min_workers}",
+        host_line(s.host_idle_seconds),
+        f"safety net: alarm visible >= 1 with no task running or wanted for "
+        f"{SAFETY_NET_MINUTES} x {period} s -> ExactCapacity {data.safety_net_workers}",
+    ]
+    for entry in s.schedules:
+        lines.append(
+            f"schedule: {entry.expression} UTC -> min {entry.min_workers}, max {entry.max_workers}"
+        )
+    return "\n".join(lines)
+
+
+def schedules_json(s: ScalingConfig) -> list[dict[str, Any]]:
+    return [
+        {"schedule": e.expression, "minWorkers": e.min_workers, "maxWorkers": e.max_workers}
+        for e in s.schedules
+    ]
+
+
+def resolve(
+    stack: str | None, project_dir: Path, flags: dict[str, int | None], mode: str | None = None
+) -> StackConfig:
     """The stack file's config (or the defaults), with the flags on top."""
-    return stack_config(stack, project_dir, {"scaling": scaling_overrides(flags)})
+    overrides = {**scaling_overrides(flags), "mode": mode}
+    return stack_config(stack, project_dir, {"scaling": overrides})
 
 
 @click.command()
-@click.option("--stack", help="Read tts-fleet:scaling from Pulumi.<stack>.yaml.")
-@click.option(
-    "--project-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Where the stack files are.",
-)
+@stack_file_option("Read tts-fleet:scaling from Pulumi.<stack>.yaml.")
+@project_dir_option()
 @scaling_override_flags
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def scaling(stack: str | None, project_dir: Path, as_json: bool, **flags: int | None) -> None:
-    """Show the step-scaling bands (outstanding jobs -> workers) a stack deploys.
+@click.option("--mode", type=click.Choice(MODES), help="Override scaling.mode.")
+@json_flag()
+def scaling(
+    stack: str | None, project_dir: Path, mode: str | None, as_json: bool, **flags: int | None
+) -> None:
+    """Show how a stack sizes its fleet in its scaling.mode.
+
+    Controller mode: the controller's parameters and its safety net; alarms mode: the
+    step-scaling bands (outstanding jobs -> workers).
 
     Without --stack the defaults are used; flags override the stack file.
     """
     try:
-        cfg = resolve(stack, project_dir, flags)
+        cfg = resolve(stack, project_dir, flags, mode)
     except ConfigError as error:
-        for problem in error.problems:
-            click.secho(f"Error: {problem}", err=True, fg="red")
-        sys.exit(2)
-    data = report(stack or "defaults", cfg.scaling)
+        raise bad_config(error.problems) from None
+    name = stack or "defaults"
+    if cfg.scaling.mode == "controller":
+        shown = controller_report(name, cfg)
+        click.echo(json.dumps(shown.to_json(), indent=2) if as_json else render_controller(shown))
+        return
+    data = report(name, cfg.scaling)
     click.echo(json.dumps(data.to_json(), indent=2) if as_json else render(data))

@@ -1,55 +1,46 @@
 """`tts-fleet simulate`, `advise` and `cost`: a policy on a trace, the idle windows, the bill.
 
 Scaling comes from Pulumi.<stack>.yaml (or the config defaults) with flags on top, validated by
-the same models as a deployment, and the simulator drives tts_fleet/scaling/bands.py — the code the
-Pulumi program turns into alarms — so the simulation and the deployment cannot disagree.
+the same models as a deployment, and the simulator drives the stack's mode through the one
+`Policy` of tts_fleet/scaling/policy.py, the code the deployed controller runs and the model
+of the alarms the Pulumi program deploys, so the simulation and the deployment cannot disagree.
+The timing profile is `--timing`; `--profile` is the AWS profile, as in every command.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from tts_fleet.cli import look
-from tts_fleet.cli.options import scaling_override_flags, scaling_overrides
+from tts_fleet.cli.errors import BadInput, bad_config
+from tts_fleet.cli.options import (
+    aws_flags,
+    json_flag,
+    project_dir_option,
+    scaling_override_flags,
+    scaling_overrides,
+    stack_file_option,
+)
+from tts_fleet.client.aws import AwsSettings
 from tts_fleet.config.models import ConfigError, StackConfig
 from tts_fleet.config.stack_file import stack_config, stack_region
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
 from tts_fleet.cost.text import cost_table
-from tts_fleet.scaling.bands import Scaling
+from tts_fleet.exit_codes import ExitCode
+from tts_fleet.scaling.physics import PROFILES, Batching, Profile
 from tts_fleet.sim import text as sim_text
 from tts_fleet.sim.engine import simulate
-from tts_fleet.sim.model import (
-    MODES,
-    PROFILES,
-    Batching,
-    PolicySetup,
-    Profile,
-    fleet_policy,
-    peer_policy,
-)
+from tts_fleet.sim.model import MODES, PolicySetup, peer_policy, stack_policy
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(simulate_cmd)
-    group.add_command(advise_cmd)
-    group.add_command(cost_cmd)
-
-
-def _fail(problems: list[str]) -> NoReturn:
-    for problem in problems:
-        click.secho(f"Error: {problem}", err=True, fg="red")
-    sys.exit(2)
 
 
 def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> StackConfig:
@@ -59,16 +50,10 @@ def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> 
 
 
 def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> PolicySetup:
-    """`fleet`: what the stack deploys — scaling.controller's mode (`lambda`: the controller,
-    `alarms`: the step policy) with its scaling and κ; concurrency from a flag or stack,
-    else the profile's."""
-    s = cfg.scaling
-    scaling = Scaling(s.min_workers, s.max_workers, s.jobs_per_worker, s.idle_minutes)
+    """`fleet`: what the stack deploys — scaling.mode (`controller` or `alarms`) with its
+    scaling and κ; concurrency from a flag or stack, else the profile's."""
     concurrency = cfg.worker.concurrency if concurrency_set else profile.concurrency
-    mode = "controller" if s.controller == "lambda" else "alarms"
-    return fleet_policy(
-        scaling, s.host_idle_seconds, concurrency, mode=mode, cold_start_work=s.cold_start_work
-    )
+    return stack_policy(cfg.scaling, concurrency)
 
 
 def policy_setups(names: list[str], fleet: PolicySetup) -> dict[str, PolicySetup]:
@@ -115,25 +100,38 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * scale
 
 
-def load_trace(spec: str, seed: int, stack: str | None, days: float, queue: str | None) -> Trace:
+def aws(params: dict[str, Any]) -> AwsSettings:
+    """--region / --profile (for --trace cloudwatch), as given."""
+    return AwsSettings(params.get("region"), params.get("profile"))
+
+
+def load_trace(
+    spec: str,
+    seed: int,
+    stack: str | None,
+    days: float,
+    queue: str | None,
+    settings: AwsSettings | None = None,
+) -> Trace:
     if spec != "cloudwatch":
         return parse_trace(spec, seed)
     if queue is None and stack is None:
         raise TraceError("--trace cloudwatch needs --stack S (its queueUrl output) or --queue-name")
     if queue is None:
-        from tts_fleet.client.stack import OUTPUT_QUEUE_URL, StackError, stack_outputs
+        from tts_fleet.client.stack import StackError, stack_outputs
+        from tts_fleet.config.outputs import QUEUE_URL
 
         try:
             outputs = stack_outputs(stack or "")
         except StackError as error:
             raise TraceError(str(error)) from None
-        queue = str(outputs.get(OUTPUT_QUEUE_URL, "")).rsplit("/", 1)[-1]
+        queue = str(outputs.get(QUEUE_URL, "")).rsplit("/", 1)[-1]
         if not queue:
-            raise TraceError(f"stack {stack} has no {OUTPUT_QUEUE_URL} output; deploy it first")
-    from tts_fleet.client.aws import NoRegion, client_for  # AWS_REGION honoured, as everywhere
+            raise TraceError(f"stack {stack} has no {QUEUE_URL} output; deploy it first")
+    from tts_fleet.client.aws import NoRegion, client_for
 
     try:
-        cloudwatch = client_for("cloudwatch")
+        cloudwatch = client_for("cloudwatch", settings)
     except NoRegion as error:
         raise TraceError(str(error)) from None
     return cloudwatch_arrivals(cloudwatch, queue, days)
@@ -145,12 +143,13 @@ def _common(func: Any) -> Any:
                      help="burst:N | bursts:N:EVERY_H:HOURS | poisson:RATE_PER_MIN:HOURS | "
                      "sparse:GAP_MIN:HOURS | "
                      "diurnal:PEAK_PER_MIN:DAYS | FILE.csv | cloudwatch"),
-        click.option("--profile", "profile_name", type=click.Choice(sorted(PROFILES)),
-                     default="default", show_default=True, help="Timing profile."),
-        click.option("--stack", help="Take config from Pulumi.<stack>.yaml (and, with "
-                     "--trace cloudwatch, the queue from its outputs)."),
-        click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
-                     default=Path("."), help="Where the stack files are."),
+        click.option("--timing", "timing", type=click.Choice(sorted(PROFILES)),
+                     default="default", show_default=True,
+                     help="Timing profile (tts_fleet/scaling/physics.py)."),
+        *aws_flags(),
+        stack_file_option("Take config from Pulumi.<stack>.yaml (and, with --trace "
+                          "cloudwatch, the queue from its outputs)."),
+        project_dir_option(),
         scaling_override_flags,
         click.option("--concurrency", type=int, help="Worker slots (default: the stack's "
                      "worker.concurrency with --stack, else the profile's)."),
@@ -163,7 +162,7 @@ def _common(func: Any) -> Any:
         click.option("--queue-name", help="Queue for --trace cloudwatch (instead of --stack)."),
         click.option("--seed", type=int, default=0, show_default=True,
                      help="Random seed (random traces, host provisioning jitter)."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON document."),
+        json_flag(),
         click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write a PNG chart here."),
     ]  # fmt: skip
@@ -175,23 +174,23 @@ def _common(func: Any) -> Any:
 def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     try:
         cfg = load_config(o["stack"], o["project_dir"], o)
-        profile = with_batching(PROFILES[o["profile_name"]], o["job_seconds"], o["batch_alpha"])
+        profile = with_batching(PROFILES[o["timing"]], o["job_seconds"], o["batch_alpha"])
         rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]) or BASE_REGION)
-        trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"])
+        trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], aws(o))
     except ConfigError as error:
-        _fail(error.problems)
+        raise bad_config(error.problems) from None
     except (TraceError, CostError) as error:
-        _fail([str(error)])
+        raise BadInput(str(error)) from None
     if not trace.arrivals:
-        _fail([f"trace {trace.name} has no jobs"])
+        raise BadInput(f"trace {trace.name} has no jobs")
     return trace, profile, cfg, rates
 
 
 @click.command("simulate")
 @_common
 @click.option("--policy", "policy_name", type=click.Choice([*MODES, "fleet"]), default="fleet",
-              show_default=True, help="fleet: what the stack deploys (scaling.controller: "
-              "lambda → controller, alarms → alarms); seed: the AWS sample (0..1, idle 5 "
+              show_default=True, help="fleet: what the stack deploys (scaling.mode: "
+              "controller or alarms); seed: the AWS sample (0..1, idle 5 "
               "min); aws-sample, keda, sagemaker: the peers' models "
               "(docs/scaling.md).")  # fmt: skip
 @click.option("--compare", "compare", is_flag=False, flag_value="seed,fleet", default=None,
@@ -247,16 +246,16 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
     else:
         click.echo(sim_text.advice_table(report))
     if (bound is not None or max_monthly_usd is not None) and report.recommendation is None:
-        sys.exit(1)
+        # The table already says no swept setting meets them: the exit code alone follows.
+        raise click.exceptions.Exit(ExitCode.FAILED)
 
 
 @click.command("cost")
-@click.option("--stack", help="Read Pulumi.<stack>.yaml (default: the config defaults).")
-@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("."), help="Where the stack files are.")  # fmt: skip
+@stack_file_option("Read Pulumi.<stack>.yaml (default: the config defaults).")
+@project_dir_option()
 @click.option("--outputs-per-day", type=float, default=1000.0, show_default=True,
               help="For the S3 storage of outputs (retained expireDays).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@json_flag()
 def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_json: bool) -> None:
     """The idle floor per month for each network mode, and the cost per GPU hour."""
     try:
@@ -264,9 +263,9 @@ def cost_cmd(stack: str | None, project_dir: Path, outputs_per_day: float, as_js
         region = stack_region(stack, project_dir) or BASE_REGION
         report = cost_report(cfg, region, outputs_per_day, stack=stack or "defaults")
     except ConfigError as error:
-        _fail(error.problems)
+        raise bad_config(error.problems) from None
     except CostError as error:
-        _fail([str(error)])
+        raise BadInput(str(error)) from None
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:

@@ -7,17 +7,28 @@ against the local emulator. Clients are shared across threads; resources are not
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
+from worker.jobs import DEFAULT_MAX_TEXT_CHARS
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """--region / --profile as given on the command line; None: the environment's
+    (AWS_REGION, AWS_DEFAULT_REGION, AWS_PROFILE) or the profile's own region."""
+
+    region: str | None = None
+    profile: str | None = None
+
 
 @dataclass(frozen=True)
 class Target:
-    """Where a stack's jobs go and its outputs land."""
+    """Where a stack's jobs go and its outputs land, and the text limit its workers apply."""
 
     queue_url: str | None
     dlq_url: str | None
@@ -27,7 +38,10 @@ class Target:
     service: str | None = None
     events_queue_url: str | None = None  # completion events (notifications.enabled), if any
     controller_arn: str | None = None  # the scaling controller (scaling.controller: lambda)
-    stack: str | None = None  # the --stack it was read from, if any (its stack file's settings)
+    # The stack's worker.maxTextChars (its maxTextChars output); a target given by URL, or a
+    # stack deployed before the output existed, has the worker's default.
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    aws: AwsSettings = field(default_factory=AwsSettings)
 
 
 @cache
@@ -51,9 +65,16 @@ class NoRegion(Exception):
     """No region from the flag, the environment or the profile; one line saying what to do."""
 
 
-def client_for(service: str) -> Any:
+def client_for(service: str, settings: AwsSettings | None = None) -> Any:
+    """The shared client; `settings` (the command's flags) win over the environment."""
+    settings = settings or AwsSettings()
     # botocore reads AWS_DEFAULT_REGION but not AWS_REGION, which other SDKs prefer, so the
     # command reads both (AWS_REGION first, as the AWS CLI v2 does).
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
-    profile = os.environ.get("AWS_PROFILE") or None
+    region = (
+        settings.region
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or None
+    )
+    profile = settings.profile or os.environ.get("AWS_PROFILE") or None
     return aws_client(service, os.environ.get("AWS_ENDPOINT_URL"), region, profile)

@@ -17,43 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_fleet.client.keys import AUDIO_FORMATS, inside
+from worker import text as text_rules
+from worker.jobs import is_job_id
+
 MIN_SPLIT_CHARS = 100  # shorter pieces would cut mid-sentence almost every time
 PART_SEPARATOR = ".p"
 _PART_ID = re.compile(r"^(?P<base>.+)\.p(?P<index>\d{3,})$")
-# Sentence ends in Latin and CJK scripts; the split point is after the mark and its spaces.
-_SENTENCE_END = re.compile(r"(?<=[.!?;:。！？；…])[\"'”’)\]]*\s+|(?<=[。！？；])")
-_PARAGRAPH = re.compile(r"\n\s*\n")
 MAX_ID_CHARS = 128
 
 
 def split_text(text: str, limit: int) -> list[str]:
-    """Pieces of at most `limit` characters whose concatenation is `text` (whitespace between
-    pieces kept with the earlier one). Cuts at a paragraph end, else a sentence end, else a
-    space, else hard."""
+    """Parts of at most `limit` characters whose concatenation is `text`, cut where
+    worker/text.py cuts (a paragraph end, else a sentence end, else a word break, else hard)."""
     if limit < MIN_SPLIT_CHARS:
         raise ValueError(f"split size must be at least {MIN_SPLIT_CHARS} characters")
-    pieces: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        cut = _cut_point(rest, limit)
-        pieces.append(rest[:cut])
-        rest = rest[cut:]
-    if rest.strip() or not pieces:
-        pieces.append(rest)
-    elif pieces:
-        pieces[-1] += rest  # trailing whitespace only: keep it, make no blank part
-    return pieces
-
-
-def _cut_point(text: str, limit: int) -> int:
-    window = text[:limit]
-    for pattern in (_PARAGRAPH, _SENTENCE_END):
-        ends = [match.end() for match in pattern.finditer(window) if match.end() <= limit]
-        good = [end for end in ends if end >= limit // 3]  # not a sliver of a part
-        if good:
-            return good[-1]
-    space = window.rfind(" ")
-    return space + 1 if space >= limit // 3 else limit
+    return text_rules.split_text(text, limit)
 
 
 def part_ids(base_id: str, count: int) -> list[str]:
@@ -88,8 +67,11 @@ def join_parts(directory: Path, expected: Iterable[str] | None = None) -> JoinRe
         part = source_of(job_id)
         if part is not None:
             wanted.setdefault(part[0], set()).add(part[1])
-    found = _part_manifests(directory)
-    for base in sorted(set(found) | set(wanted)):
+    found, refused = _part_manifests(directory)
+    for base in sorted(set(found) | set(wanted) | set(refused)):
+        if base in refused:
+            report.failed[base] = refused[base]
+            continue
         manifests = found.get(base, {})
         numbers = wanted.get(base) or set(range(1, max(manifests, default=0) + 1))
         missing = sorted(numbers - set(manifests))
@@ -105,8 +87,13 @@ def join_parts(directory: Path, expected: Iterable[str] | None = None) -> JoinRe
     return report
 
 
-def _part_manifests(directory: Path) -> dict[str, dict[int, dict[str, Any]]]:
+def _part_manifests(
+    directory: Path,
+) -> tuple[dict[str, dict[int, dict[str, Any]]], dict[str, str]]:
+    """base -> part number -> the manifest of `<base>.pNNN.json`; and base -> why it is not
+    joined, for a manifest (it came from the bucket) whose "id" is not its file's."""
     found: dict[str, dict[int, dict[str, Any]]] = {}
+    refused: dict[str, str] = {}
     for path in directory.glob(f"*{PART_SEPARATOR}*.json"):
         part = source_of(path.stem)
         if part is None:
@@ -115,19 +102,27 @@ def _part_manifests(directory: Path) -> dict[str, dict[int, dict[str, Any]]]:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(manifest, dict):
+        if not isinstance(manifest, dict):
+            continue
+        if manifest.get("id") != path.stem or not is_job_id(path.stem):
+            refused[part[0]] = f"{path.name} names id {manifest.get('id')!r}"
+        else:
             found.setdefault(part[0], {})[part[1]] = manifest
-    return found
+    return found, refused
 
 
 def _join_one(directory: Path, base: str, manifests: list[dict[str, Any]]) -> None:
+    """The manifests name their own files' ids (`_part_manifests`); their format must be one
+    of the contract's, and every path read or written stays in `directory`."""
     formats = {_format_of(m) for m in manifests}
     if len(formats) != 1:
         raise ValueError(f"parts have different formats: {sorted(formats)}")
     fmt = formats.pop()
+    if fmt not in AUDIO_FORMATS:
+        raise ValueError(f"parts have an unknown format {fmt!r}")
     ids = [str(m["id"]) for m in manifests]
-    audio = [directory / f"{job_id}.{fmt}" for job_id in ids]
-    rate = _write_joined(audio, directory / f"{base}.{fmt}", fmt)
+    audio = [_inside(directory, f"{job_id}.{fmt}") for job_id in ids]
+    rate = _write_joined(audio, _inside(directory, f"{base}.{fmt}"), fmt)
     joined = {
         "id": base,
         "parts": ids,
@@ -135,7 +130,15 @@ def _join_one(directory: Path, base: str, manifests: list[dict[str, Any]]) -> No
         "sample_rate": rate,
         "duration_s": round(sum(float(m.get("duration_s") or 0.0) for m in manifests), 3),
     }
-    (directory / f"{base}.json").write_text(json.dumps(joined, indent=2) + "\n", encoding="utf-8")
+    target = _inside(directory, f"{base}.json")
+    target.write_text(json.dumps(joined, indent=2) + "\n", encoding="utf-8")
+
+
+def _inside(directory: Path, name: str) -> Path:
+    path = inside(directory, name)
+    if path is None:
+        raise ValueError(f"{name!r} would be outside {directory}")
+    return path
 
 
 def _format_of(manifest: dict[str, Any]) -> str:
@@ -178,7 +181,7 @@ def _join_wav(parts: Iterable[Path], target: Path) -> int:
 
 def _join_with_soundfile(parts: list[Path], target: Path, fmt: str) -> int:
     try:
-        import soundfile  # type: ignore[import-not-found]
+        import soundfile  # type: ignore[import-untyped]
     except ImportError:
         raise ValueError(
             f"joining {fmt} needs the soundfile package (pip install soundfile)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 from botocore.exceptions import ClientError
 
 from tts_fleet.client.aws import Target
+from tts_fleet.client.results import bucket_of, read_failure
 from tts_fleet.client.status import queue_counts
-from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key
+from worker.jobs import DLQ_ERROR_ATTRIBUTE, failure_key, is_job_id
 
 RECEIVE_MAX_MESSAGES = 10  # ReceiveMessage MaxNumberOfMessages
 DELETE_BATCH_MAX_ENTRIES = 10
@@ -34,11 +35,23 @@ MOVE_TASK_TIMEOUT_S = 600.0
 @dataclass(frozen=True)
 class DeadLetter:
     message_id: str
-    job_id: str | None
-    error: str | None
+    job_id: str | None  # the body's "id", as the body says: no job id at all, maybe
+    error: str | None  # the `error` message attribute, which a producer can set itself
     receive_count: int
     sent_at: str | None
     body: str
+    failure: str | None = None  # the reason in the worker's failure record (`failure_reasons`)
+
+
+def failure_reasons(s3: Any, target: Target, letters: Sequence[DeadLetter]) -> list[DeadLetter]:
+    """The letters with the reason the worker wrote in failures/<id>.json, where a letter's id
+    is a job id and its record is readable and names it: the reason to show, since the
+    `error` attribute is the producer's to set on its own message."""
+    reasons: dict[str, str | None] = {}
+    for job_id in {letter.job_id for letter in letters if is_job_id(letter.job_id)}:
+        record, reason = read_failure(s3, target, job_id)
+        reasons[job_id] = reason if record is not None and record.id == job_id else None
+    return [replace(letter, failure=reasons.get(letter.job_id or "")) for letter in letters]
 
 
 @dataclass
@@ -54,7 +67,7 @@ class RedriveReport:
 
 
 def _receive(sqs: Any, queue_url: str, hold_s: int) -> list[dict[str, Any]]:
-    return sqs.receive_message(
+    messages: list[dict[str, Any]] = sqs.receive_message(
         QueueUrl=queue_url,
         MaxNumberOfMessages=RECEIVE_MAX_MESSAGES,
         VisibilityTimeout=hold_s,
@@ -62,6 +75,7 @@ def _receive(sqs: Any, queue_url: str, hold_s: int) -> list[dict[str, Any]]:
         MessageAttributeNames=["All"],
         AttributeNames=["All"],
     ).get("Messages", [])
+    return messages
 
 
 def _sent_ms(message: dict[str, Any]) -> int:
@@ -69,7 +83,8 @@ def _sent_ms(message: dict[str, Any]) -> int:
 
 
 def _error_of(message: dict[str, Any]) -> str | None:
-    return message.get("MessageAttributes", {}).get(ERROR_ATTRIBUTE, {}).get("StringValue")
+    error = message.get("MessageAttributes", {}).get(ERROR_ATTRIBUTE, {}).get("StringValue")
+    return error if isinstance(error, str) else None
 
 
 def _dead_letter(message: dict[str, Any]) -> DeadLetter:
@@ -117,7 +132,7 @@ def peek_dead_letters(sqs: Any, dlq_url: str, limit: int = 100) -> list[DeadLett
 
 def queue_arn(sqs: Any, queue_url: str) -> str:
     attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
-    return attributes["Attributes"]["QueueArn"]
+    return str(attributes["Attributes"]["QueueArn"])
 
 
 def redrive(
@@ -242,7 +257,8 @@ class _Mover:
         self.report.moved += len(sent)
         self.report.duplicated += len(deleted.get("Failed", []))
         if self.on_moved is not None:
-            self.on_moved([d.job_id for d in map(_dead_letter, sent) if d.job_id])
+            # Only job ids name a failure record: a body's "id" is whatever its sender wrote.
+            self.on_moved([d.job_id for d in map(_dead_letter, sent) if is_job_id(d.job_id)])
 
 
 def _carried_attributes(message: dict[str, Any]) -> dict[str, Any]:
@@ -261,4 +277,4 @@ def clear_failure_records(s3: Any, target: Target, job_ids: Sequence[str]) -> No
     keys = [{"Key": failure_key(job_id, target.prefix)} for job_id in job_ids]
     for start in range(0, len(keys), DELETE_OBJECTS_MAX_KEYS):
         chunk = keys[start : start + DELETE_OBJECTS_MAX_KEYS]
-        s3.delete_objects(Bucket=target.bucket, Delete={"Objects": chunk, "Quiet": True})
+        s3.delete_objects(Bucket=bucket_of(target), Delete={"Objects": chunk, "Quiet": True})

@@ -18,30 +18,27 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from botocore.exceptions import BotoCoreError, ClientError
+from typing import Any, Final, Literal
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.results import outcomes, read_failure, read_manifest
-from worker.jobs import (
-    FAILURES_PREFIX,
-    ID_PATTERN,
-    OUTPUTS_PREFIX,
+from tts_fleet.client.results import (
+    Digests,
+    OutcomeCache,
+    failure_of,
+    outcomes,
+    read_failure,
+    read_manifest,
 )
+from worker.jobs import OUTPUTS_PREFIX, job_id_of
 
-DONE, FAILED = "done", "failed"
+DONE: Final = "done"
+FAILED: Final = "failed"
 MAX_WAIT_S = 20  # SQS long polling's ceiling
 MAX_MESSAGES = 10  # ReceiveMessage's ceiling
 SWEEP_S = 300.0  # how long a lost event can delay a wait
-_ID = re.compile(ID_PATTERN)
-READ_ERRORS = (ClientError, BotoCoreError, ValueError)  # ValidationError is a ValueError
-# job id -> the digest of the request submitted under it (None: any manifest will do)
-Digests = dict[str, str | None]
 
 
 @dataclass(frozen=True)
@@ -61,12 +58,10 @@ def parse_event(body: str, prefix: str = "") -> Completion | None:
         return None
     if event.get("detail-type") != "Object Created" or not isinstance(key, str):
         return None
-    for base, outcome in ((OUTPUTS_PREFIX, DONE), (FAILURES_PREFIX, FAILED)):
-        start = prefix + base
-        job_id = key[len(start) : -len(".json")]
-        if key.startswith(start) and key.endswith(".json") and _ID.match(job_id):
-            return Completion(job_id, outcome)  # type: ignore[arg-type]
-    return None
+    job_id = job_id_of(key, prefix)
+    if job_id is None:
+        return None
+    return Completion(job_id, DONE if key.startswith(prefix + OUTPUTS_PREFIX) else FAILED)
 
 
 def receive_completions(
@@ -98,7 +93,7 @@ class Waiting:
     digests: Digests  # id -> the submitted request's digest (None: any manifest will do)
     done: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)  # failure reasons the listings read
+    cache: OutcomeCache = field(default_factory=OutcomeCache)  # what the listings read
 
     @property
     def settled(self) -> int:
@@ -107,7 +102,7 @@ class Waiting:
     def list_bucket(self, s3: Any, target: Target) -> None:
         """The bucket's word on every id: what is done or failed now."""
         self.done, self.failed = outcomes(
-            s3, target, sorted(self.ids), self.reasons, digests=self.digests
+            s3, target, sorted(self.ids), self.cache, digests=self.digests
         )
 
     def apply(self, s3: Any, target: Target, completion: Completion) -> None:
@@ -127,7 +122,7 @@ class Waiting:
             return  # failed already: its record was read once
         record, reason = read_failure(s3, target, job_id)
         # Another request's record (an earlier version of an edited job) is not this failure.
-        if record is None or digest is None or record.request_digest in (None, digest):
+        if failure_of(record, job_id, digest):
             self.failed[job_id] = reason
 
 
@@ -138,7 +133,7 @@ def wait_for_completions(
     ids: Sequence[str],
     *,
     timeout: float,
-    digests: Digests | None = None,
+    digests: Mapping[str, str | None] | None = None,
     on_settled: Callable[[int], None] = lambda _: None,
     sweep_s: float = SWEEP_S,
     clock: Callable[[], float] = time.monotonic,

@@ -1,4 +1,5 @@
-"""Reading jobs for `submit`/`wait`: a JSONL file, a directory of .txt files, or stdin.
+"""Reading jobs for `submit`, `wait` and `results`: a JSONL file, a directory of .txt files,
+or stdin.
 
 Everything is validated before anything is sent, so one pass collects every invalid line
 with its line number, against what the server would reject too: the CustomVoice model's
@@ -157,7 +158,8 @@ class _Collector:
 
     def _too_long_for_one_job(self, data: dict[str, Any]) -> bool:
         text = data.get("text")
-        return bool(self.split_chars) and isinstance(text, str) and len(text) > self.split_chars
+        limit = self.split_chars
+        return isinstance(text, str) and limit is not None and 0 < limit < len(text)
 
     def _parts(self, data: dict[str, Any]) -> list[Job]:
         """The source validated whole (for its id), then one job per piece of its text."""
@@ -196,47 +198,10 @@ def _parse_line(line: str | bytes) -> dict[str, Any] | str:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         return f"not JSON: {error.msg} at column {error.colno}"
+    except RecursionError:
+        return "not JSON: nested too deeply"
+    except ValueError as error:  # e.g. a number of more digits than int() converts
+        return f"not JSON: {error}"
     if not isinstance(data, dict):
         return f"a job must be a JSON object, got {type(data).__name__}"
     return data
-
-
-def load_ids(
-    source: str | Path | None,
-    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-    split_chars: int | None = None,
-) -> list[str]:
-    """Job ids from a `submit --json` summary (its "ids") or from the same input as the submit
-    (its valid jobs; invalid lines were never sent; the same --split-chars gives the same parts)."""
-    return list(load_submitted(source, max_text_chars, split_chars))
-
-
-def load_submitted(
-    source: str | Path | None,
-    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-    split_chars: int | None = None,
-) -> dict[str, str | None]:
-    """id -> request digest of what was submitted, in order: from a `submit --json` summary
-    (its "digests"; None for each id of a summary written before them) or from the input."""
-    if source is not None and str(source) != STDIN and Path(source).is_file():
-        summary = _submit_summary(Path(source))
-        if summary is not None:
-            return summary
-    return load_jobs(source, max_text_chars, split_chars=split_chars).digests
-
-
-def _submit_summary(path: Path) -> dict[str, str | None] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError):
-        return None  # JSONL (many objects) or not text: read it as jobs instead
-    ids = data.get("ids") if isinstance(data, dict) else None
-    if not (isinstance(ids, list) and all(isinstance(item, str) for item in ids)):
-        return None
-    digests = data.get("digests")
-    known = digests if isinstance(digests, dict) else {}
-    return {job_id: _text_or_none(known.get(job_id)) for job_id in ids}
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,12 +21,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
+from tts_fleet.client.keys import audio_format, inside, is_planted
 from worker.jobs import (
     FAILURES_PREFIX,
     OUTPUTS_PREFIX,
     FailureRecord,
     Manifest,
     failure_key,
+    is_job_id,
+    job_id_of,
     manifest_key,
 )
 
@@ -39,66 +43,97 @@ def list_objects(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Contents", [])
 
 
-def _json_etags(s3: Any, bucket: str, prefix: str) -> dict[str, str]:
-    """id -> ETag of every <prefix><id>.json."""
-    return {
-        item["Key"][len(prefix) : -len(".json")]: str(item.get("ETag", ""))
-        for item in list_objects(s3, bucket, prefix)
-        if item["Key"].endswith(".json")
-    }
+def _json_etags(s3: Any, target: Target, folder: str) -> dict[str, str]:
+    """id -> ETag of every record (<prefix><folder><id>.json) whose name is a job id."""
+    etags = {}
+    for item in list_objects(s3, bucket_of(target), f"{target.prefix}{folder}"):
+        job_id = job_id_of(item["Key"], target.prefix)
+        if job_id is not None:
+            etags[job_id] = str(item.get("ETag", ""))
+    return etags
 
 
 @dataclass
 class OutcomeCache:
-    """What `outcomes` has read, by ETag, so polling reads each manifest and record once."""
+    """What `outcomes` has read, by ETag, so repeated calls (a polling wait, an events wait's
+    sweeps) read each manifest and failure record once while its ETag is unchanged."""
 
     manifests: dict[str, tuple[str, Manifest | None]] = field(default_factory=dict)
     failures: dict[str, tuple[str, FailureRecord | None, str]] = field(default_factory=dict)
+
+
+def bucket_of(target: Target) -> str:
+    """The target's bucket; the commands check for one before they read it."""
+    if not target.bucket:
+        raise ValueError("the target names no output bucket")
+    return target.bucket
 
 
 def outcomes(
     s3: Any,
     target: Target,
     ids: Sequence[str],
-    cache: OutcomeCache | dict[str, str] | None = None,
+    cache: OutcomeCache | None = None,
     *,
     digests: Digests | None = None,
 ) -> tuple[set[str], dict[str, str]]:
     """(done ids, failed id -> error) among `ids`. A matching manifest wins over a failure
     record, since a redriven job that then succeeds leaves its old failure record behind; a
     failure record of another request (an earlier version of an edited job) is not this
-    job's failure. An OutcomeCache kept across polls saves reading a manifest or record again
-    while its ETag is unchanged; a dict instead receives every failure reason read."""
-    known_failures = cache if isinstance(cache, dict) else None
-    cache = cache if isinstance(cache, OutcomeCache) else OutcomeCache()
+    job's failure. A cache kept across calls saves reading a manifest or record again while
+    its ETag is unchanged."""
+    cache = cache if cache is not None else OutcomeCache()
     digests = digests or {}
-    wanted = set(ids)
-    manifests = _json_etags(s3, target.bucket, f"{target.prefix}{OUTPUTS_PREFIX}")
+    wanted = {job_id for job_id in ids if is_job_id(job_id)}
+    manifests = _json_etags(s3, target, OUTPUTS_PREFIX)
     done = {
         job_id
         for job_id in wanted & manifests.keys()
         if _made_from(s3, target, job_id, manifests[job_id], digests.get(job_id), cache)
     }
-    records = _json_etags(s3, target.bucket, f"{target.prefix}{FAILURES_PREFIX}")
+    records = _json_etags(s3, target, FAILURES_PREFIX)
     failed = {}
     for job_id in (wanted - done) & records.keys():
-        if known_failures is not None and job_id in known_failures and not digests.get(job_id):
-            failed[job_id] = known_failures[job_id]  # read before, and no request to match
-            continue
         record, reason = _failure(s3, target, job_id, records[job_id], cache)
-        if known_failures is not None:
-            known_failures[job_id] = reason
-        if _failure_of(record, digests.get(job_id)):
+        if failure_of(record, job_id, digests.get(job_id)):
             failed[job_id] = reason
     return done, failed
 
 
-def _failure_of(record: FailureRecord | None, digest: str | None) -> bool:
-    """Whether the record is this submit's failure: unless both name their request and the
-    requests differ (unreadable or unparsed ones count, as they did before digests)."""
-    if record is None or digest is None or record.request_digest is None:
-        return True
-    return record.request_digest == digest
+def wait_for_outcomes(
+    s3: Any,
+    target: Target,
+    ids: Sequence[str],
+    *,
+    timeout: float,
+    interval: float,
+    digests: Digests | None = None,
+    on_settled: Callable[[int], None] = lambda _: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[set[str], dict[str, str]]:
+    """Lists the bucket every `interval` until every id is settled or `timeout` has passed:
+    (done ids, failed id -> reason), as `events.wait_for_completions` returns them. Done means
+    a manifest made from the request submitted (its digest), when known."""
+    started = clock()
+    cache = OutcomeCache()
+    while True:
+        done, failed = outcomes(s3, target, ids, cache, digests=digests)
+        on_settled(len(done) + len(failed))
+        if len(done) + len(failed) == len(set(ids)) or clock() - started >= timeout:
+            return done, failed
+        sleep(interval)
+
+
+def failure_of(record: FailureRecord | None, job_id: str, digest: str | None) -> bool:
+    """Whether the record is this submit's failure. A waiter that knows the digest of what it
+    submitted takes only a record of that very request: any producer can have a record
+    without a digest written for any id (an unreadable body carrying a valid id), so such a
+    record, or an unreadable one, leaves the job pending. Without a digest any record of the
+    job counts, as before digests."""
+    if digest is not None:
+        return record is not None and record.id == job_id and record.request_digest == digest
+    return record is None or record.id == job_id
 
 
 def _made_from(
@@ -114,9 +149,17 @@ def _made_from(
 
 
 def read_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
-    """The job's manifest, or None when it is missing or unreadable (not done)."""
+    """The job's manifest, or None when it is missing, unreadable or not the job's own (its
+    `id` or `audio_key` is not this job's, `keys.audio_format`): not done."""
+    manifest = _read_any_manifest(s3, target, job_id)
+    if manifest is None or audio_format(manifest, job_id, target.prefix) is None:
+        return None
+    return manifest
+
+
+def _read_any_manifest(s3: Any, target: Target, job_id: str) -> Manifest | None:
     try:
-        body = s3.get_object(Bucket=target.bucket, Key=manifest_key(job_id, target.prefix))
+        body = s3.get_object(Bucket=bucket_of(target), Key=manifest_key(job_id, target.prefix))
         return Manifest.model_validate_json(body["Body"].read())
     except READ_ERRORS:
         return None
@@ -132,15 +175,10 @@ def _failure(
     return seen[1], seen[2]
 
 
-def _failure_reason(s3: Any, target: Target, job_id: str) -> str:
-    """The failure record's one-line reason (or why it cannot be read)."""
-    return read_failure(s3, target, job_id)[1]
-
-
 def read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | None, str]:
     """The job's failure record and its one-line reason (the record may be unreadable)."""
     try:
-        body = s3.get_object(Bucket=target.bucket, Key=failure_key(job_id, target.prefix))
+        body = s3.get_object(Bucket=bucket_of(target), Key=failure_key(job_id, target.prefix))
         record = FailureRecord.model_validate_json(body["Body"].read())
     except READ_ERRORS as error:
         return None, f"failure record unreadable: {error}"
@@ -159,6 +197,9 @@ class ResultsReport:
     failed: dict[str, str] = field(default_factory=dict)  # key -> reason
     missing: list[str] = field(default_factory=list)  # requested ids with no manifest yet
     bytes: int = 0
+    # A key or id not followed because it is not the worker's (tts_fleet/client/keys.py), or
+    # a file it would name outside the directory -> why
+    untrusted: dict[str, str] = field(default_factory=dict)
 
 
 def result_objects(
@@ -167,26 +208,42 @@ def result_objects(
     ids: Sequence[str] | None,
     id_prefix: str = "",
     digests: Digests | None = None,
+    untrusted: dict[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The manifest and the audio it names of each done job, and the ids not done.
 
     Each object carries "Local", its file name: <id>.json and <id>.<format>, whatever key the
-    audio has in the bucket (a re-made job's is <id>.<hash>.<format>)."""
+    audio has in the bucket (a re-made job's is <id>.<hash>.<format>). An id that is no job id,
+    a listed record whose name is none (when every done job is wanted) and a manifest that is
+    not its job's own are left out and recorded in `untrusted`, key (or id) -> why."""
+    untrusted = untrusted if untrusted is not None else {}
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
-    listed = {item["Key"]: item for item in list_objects(s3, target.bucket, base + id_prefix)}
-    present = {key[len(base) : -len(".json")] for key in listed if key.endswith(".json")}
-    wanted = set(ids) if ids is not None else present
+    listed = {item["Key"]: item for item in list_objects(s3, bucket_of(target), base + id_prefix)}
+    present = {job_id for key in listed if (job_id := job_id_of(key, target.prefix))}
+    if ids is None:
+        for key in listed:
+            if is_planted(key, target.prefix):
+                untrusted[key] = "its name is no job id"
     digests = digests or {}
     objects: list[dict[str, Any]] = []
     missing = []
-    for job_id in sorted(wanted):
-        manifest = read_manifest(s3, target, job_id) if job_id in present else None
+    for job_id in sorted(set(ids) if ids is not None else present):
+        if not is_job_id(job_id):
+            untrusted[job_id] = "no job id"
+            continue
+        manifest = _read_any_manifest(s3, target, job_id) if job_id in present else None
+        fmt = audio_format(manifest, job_id, target.prefix) if manifest is not None else None
+        if manifest is not None and fmt is None:
+            untrusted[manifest_key(job_id, target.prefix)] = (
+                f"the manifest's id {manifest.id!r} or audio_key {manifest.audio_key!r} "
+                "is not this job's"
+            )
+            continue
         digest = digests.get(job_id)
         audio = listed.get(manifest.audio_key) if manifest is not None else None
         if manifest is None or audio is None or (digest and not manifest.made_from(digest)):
             missing.append(job_id)
             continue
-        fmt = manifest.audio_key.rsplit(".", 1)[-1]
         objects.append({**listed[manifest_key(job_id, target.prefix)], "Local": f"{job_id}.json"})
         objects.append({**audio, "Local": f"{job_id}.{fmt}"})
     return objects, missing
@@ -203,6 +260,7 @@ def download_results(
 ) -> ResultsReport:
     """Downloads in parallel; skips a file whose ETag matches the sidecar or, for a
     single-part upload (ETag = MD5), the file's own MD5. Writes are atomic (temp + rename)."""
+    bucket = bucket_of(target)
     directory.mkdir(parents=True, exist_ok=True)
     etags = _read_sidecar(directory)
     report = ResultsReport()
@@ -210,16 +268,20 @@ def download_results(
 
     def fetch(item: dict[str, Any]) -> None:
         name = item.get("Local") or item["Key"].rsplit("/", 1)[-1]
+        local = inside(directory, name)
         try:
-            outcome = _fetch_one(s3, target.bucket, item, directory / name, etags.get(name))
+            outcome = _fetch_one(s3, bucket, item, local, etags.get(name)) if local else None
         except (ClientError, BotoCoreError, OSError) as error:
             with lock:
                 report.failed[item["Key"]] = str(error)
         else:
             with lock:
-                getattr(report, outcome).append(name)
-                report.bytes += item.get("Size", 0) if outcome == "downloaded" else 0
-                etags[name] = item["ETag"].strip('"')
+                if outcome is None:  # a name from the bucket that climbs out of the directory
+                    report.untrusted[item["Key"]] = f"its file {name!r} would be outside OUT"
+                else:
+                    getattr(report, outcome).append(name)
+                    report.bytes += item.get("Size", 0) if outcome == "downloaded" else 0
+                    etags[name] = item["ETag"].strip('"')
         if progress is not None:
             progress(1)
 

@@ -1,8 +1,10 @@
-"""Finding the stack's queue, DLQ and bucket: flags, then env vars, then `pulumi stack output`.
+"""Finding the stack's queue, DLQ and bucket: flags, then env vars, then the deployed stack's
+outputs (`pulumi stack output`, or a saved copy of them).
 
-The Pulumi CLI is only asked when a flag and its env var are both missing, so the same
-commands work against the local emulator (AWS_ENDPOINT_URL, which boto3 honours by itself)
-with no Pulumi at all.
+The Pulumi CLI is only asked when `--stack` is given (no flag or env var names the text limit
+the stack's workers apply), so the same commands work against the local emulator
+(AWS_ENDPOINT_URL, which boto3 honours by itself) with no Pulumi at all. The `TTS_FLEET_*`
+names are defined here and nowhere else.
 """
 
 from __future__ import annotations
@@ -14,23 +16,26 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tts_fleet.client.aws import Target
-from tts_fleet.config import outputs
+from tts_fleet.client.aws import AwsSettings, Target
+from tts_fleet.config import outputs as names
+from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
 ENV_QUEUE_URL = "TTS_FLEET_QUEUE_URL"
 ENV_DLQ_URL = "TTS_FLEET_DLQ_URL"
 ENV_BUCKET = "TTS_FLEET_BUCKET"
 ENV_OUTPUT_PREFIX = "TTS_FLEET_OUTPUT_PREFIX"
 ENV_EVENTS_QUEUE_URL = "TTS_FLEET_EVENTS_QUEUE_URL"
-# Stack output names exported by the Pulumi program (__main__.py), from their one definition.
-OUTPUT_QUEUE_URL = outputs.QUEUE_URL
-OUTPUT_DLQ_URL = outputs.DLQ_URL
-OUTPUT_BUCKET = outputs.BUCKET_NAME
-OUTPUT_CLUSTER = outputs.CLUSTER_NAME
-OUTPUT_SERVICE = outputs.SERVICE_NAME
-EVENTS_OUTPUT = outputs.EVENTS_QUEUE_URL  # null unless the stack has notifications on
-OUTPUT_CONTROLLER = outputs.CONTROLLER_FUNCTION_ARN  # absent with scaling.controller: alarms
-READ_OUTPUTS = (OUTPUT_QUEUE_URL, OUTPUT_DLQ_URL, OUTPUT_BUCKET, OUTPUT_CLUSTER, OUTPUT_SERVICE)
+# The stack outputs this module reads (their names are defined in tts_fleet/config/outputs.py).
+READ_OUTPUTS = (
+    names.QUEUE_URL,
+    names.DLQ_URL,
+    names.BUCKET_NAME,
+    names.CLUSTER_NAME,
+    names.SERVICE_NAME,
+    names.EVENTS_QUEUE_URL,  # null unless the stack has notifications on
+    names.CONTROLLER_FUNCTION_ARN,  # absent with scaling.controller: alarms
+    names.MAX_TEXT_CHARS,  # absent from a stack deployed before it was exported
+)
 PULUMI_TIMEOUT_S = 60
 
 
@@ -51,9 +56,12 @@ def resolve_target(
     *,
     prefix: str | None = None,
     outputs_file: str | None = None,
+    max_text_chars: int | None = None,
+    aws: AwsSettings | None = None,
 ) -> Target:
     """Each value from its flag, else its env var, else the stack's outputs (read once: from
-    `outputs_file`, a saved `pulumi stack output --json`, or else from the Pulumi CLI)."""
+    `outputs_file`, a saved `pulumi stack output --json`, or else from the Pulumi CLI). The
+    text limit is `max_text_chars` if given, else the stack's, else the worker's default."""
     queue_url = queue_url or os.environ.get(ENV_QUEUE_URL) or None
     dlq_url = dlq_url or os.environ.get(ENV_DLQ_URL) or None
     bucket = bucket or os.environ.get(ENV_BUCKET) or None
@@ -61,9 +69,9 @@ def resolve_target(
     outputs: dict[str, Any] = {}
     if outputs_file:
         outputs = read_outputs_file(outputs_file)
-    elif stack and not (queue_url and dlq_url and bucket):
+    elif stack:
         outputs = stack_outputs(stack)
-        given = {OUTPUT_QUEUE_URL: queue_url, OUTPUT_BUCKET: bucket}
+        given = {names.QUEUE_URL: queue_url, names.BUCKET_NAME: bucket}
         missing = [name for name, value in given.items() if not value and not outputs.get(name)]
         if missing:
             raise StackError(
@@ -71,16 +79,30 @@ def resolve_target(
                 "or pass --queue-url and --bucket"
             )
     return Target(
-        queue_url=queue_url or outputs.get(OUTPUT_QUEUE_URL),
-        dlq_url=dlq_url or outputs.get(OUTPUT_DLQ_URL),
-        bucket=bucket or outputs.get(OUTPUT_BUCKET),
+        queue_url=queue_url or outputs.get(names.QUEUE_URL),
+        dlq_url=dlq_url or outputs.get(names.DLQ_URL),
+        bucket=bucket or outputs.get(names.BUCKET_NAME),
         prefix=prefix,
-        cluster=outputs.get(OUTPUT_CLUSTER),
-        service=outputs.get(OUTPUT_SERVICE),
-        events_queue_url=os.environ.get(ENV_EVENTS_QUEUE_URL) or outputs.get(EVENTS_OUTPUT),
-        controller_arn=outputs.get(OUTPUT_CONTROLLER),
-        stack=stack,
+        cluster=outputs.get(names.CLUSTER_NAME),
+        service=outputs.get(names.SERVICE_NAME),
+        events_queue_url=os.environ.get(ENV_EVENTS_QUEUE_URL)
+        or outputs.get(names.EVENTS_QUEUE_URL),
+        controller_arn=outputs.get(names.CONTROLLER_FUNCTION_ARN),
+        max_text_chars=max_text_chars or text_limit(outputs),
+        aws=aws or AwsSettings(),
     )
+
+
+def text_limit(outputs: dict[str, Any]) -> int:
+    """The stack's maxTextChars output; the worker's default when the stack has none."""
+    value = outputs.get(names.MAX_TEXT_CHARS)
+    if value is None:
+        return DEFAULT_MAX_TEXT_CHARS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise StackError(
+            f"the stack output {names.MAX_TEXT_CHARS} is not a positive integer: {value!r}"
+        )
+    return value
 
 
 def read_outputs_file(path: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def find_dlq_url(sqs: Any, queue_url: str) -> str | None:
         return None
     arn = json.loads(policy)["deadLetterTargetArn"]
     _, _, _, _, account, name = arn.split(":", 5)
-    return sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+    return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
 
 
 def oldest_age_s(cloudwatch: Any, queue_url: str) -> float | None:

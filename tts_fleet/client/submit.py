@@ -1,20 +1,28 @@
 """Submitting jobs: SendMessageBatch within SQS's limits, only failed entries retried; then
-a nudge to the stack's scaling controller, so a job sent to an idle fleet is seen at once."""
+a nudge to the stack's scaling controller, so a job sent to an idle fleet is seen at once.
+
+The receipt (`SubmitReceipt`, what `submit --json` prints) is written and read here, so
+`wait` and `results` given a receipt know exactly which requests were sent.
+"""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
-from worker.jobs import MANIFEST_DIGEST_METADATA, Job, manifest_key
+from tts_fleet.client.inputs import STDIN, InvalidLine, LoadedJobs, load_jobs
+from tts_fleet.client.results import Digests, bucket_of
+from worker.jobs import DEFAULT_MAX_TEXT_CHARS, MANIFEST_DIGEST_METADATA, Job, manifest_key
 
 # SQS limits (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/
 # quotas-messages.html): 10 entries per batch call and a batch payload limit. The limit
@@ -26,6 +34,110 @@ SEND_BATCH_MAX_BYTES = 262_144
 SEND_ATTEMPTS = 6
 BACKOFF_BASE_S = 0.2
 BACKOFF_CAP_S = 5.0
+
+
+@dataclass
+class SubmitReceipt:
+    """What a submit did, as `submit --json` prints it (keys documented in docs/cli.md)."""
+
+    queue_url: str
+    total: int  # valid jobs
+    invalid: list[InvalidLine] = field(default_factory=list)
+    duplicates: int = 0  # identical requests given more than once, sent once
+    sent: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # job id -> reason
+    calls: int = 0  # SendMessageBatch calls
+    ids: list[str] = field(default_factory=list)  # the ids sent, in input order
+    digests: Digests = field(default_factory=dict)  # what `wait`/`results` check manifests by
+    replaces: int | None = None  # existing outputs of another request (None: unknown)
+    already_done: int | None = None  # existing outputs of this very request (None: unknown)
+    elapsed_s: float = 0.0
+
+    @classmethod
+    def before_sending(cls, queue_url: str, loaded: LoadedJobs) -> SubmitReceipt:
+        return cls(
+            queue_url=queue_url,
+            total=len(loaded.valid),
+            invalid=list(loaded.invalid),
+            duplicates=loaded.duplicates,
+            digests=loaded.digests,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "queue_url": self.queue_url,
+            "total": self.total,
+            "invalid": [vars(line) for line in self.invalid],
+            "duplicates": self.duplicates,
+            "sent": self.sent,
+            "failed": self.failed,
+            "calls": self.calls,
+            "ids": self.ids,
+            "digests": self.digests,
+            "replaces": self.replaces,
+            "already_done": self.already_done,
+            "elapsed_s": self.elapsed_s,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> SubmitReceipt:
+        """A receipt from its JSON; ValueError when `data` is none. A receipt written before
+        a key existed reads with that key's default (no `digests`: any manifest counts)."""
+        if not isinstance(data, dict):
+            raise ValueError("a submit receipt is a JSON object")
+        ids = data.get("ids")
+        if not (isinstance(ids, list) and all(isinstance(item, str) for item in ids)):
+            raise ValueError("a submit receipt has a list of ids")
+        digests = data.get("digests")
+        known = digests if isinstance(digests, dict) else {}
+        try:
+            invalid = [InvalidLine(**item) for item in data.get("invalid") or []]
+            return cls(
+                queue_url=str(data.get("queue_url", "")),
+                total=int(data.get("total", len(ids))),
+                invalid=invalid,
+                duplicates=int(data.get("duplicates", 0)),
+                sent=int(data.get("sent", len(ids))),
+                failed=dict(data.get("failed") or {}),
+                calls=int(data.get("calls", 0)),
+                ids=ids,
+                digests={job_id: _text_or_none(digest) for job_id, digest in known.items()},
+                replaces=data.get("replaces"),
+                already_done=data.get("already_done"),
+                elapsed_s=float(data.get("elapsed_s", 0.0)),
+            )
+        except TypeError as error:
+            raise ValueError(f"not a submit receipt: {error}") from None
+
+    def submitted(self) -> Digests:
+        """id -> request digest of every id sent, in order (None where not recorded)."""
+        return {job_id: self.digests.get(job_id) for job_id in self.ids}
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def read_receipt(path: Path) -> SubmitReceipt | None:
+    """The receipt a file holds; None when it holds jobs (JSONL) or anything else."""
+    try:
+        return SubmitReceipt.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, OSError):
+        return None
+
+
+def load_submitted(
+    source: str | Path | None,
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    split_chars: int | None = None,
+) -> Digests:
+    """id -> request digest of what was submitted, in order: from a receipt, or from the same
+    input the submit read (its valid jobs, at the same text limit and --split-chars)."""
+    if source is not None and str(source) != STDIN and Path(source).is_file():
+        receipt = read_receipt(Path(source))
+        if receipt is not None:
+            return receipt.submitted()
+    return load_jobs(source, max_text_chars, split_chars=split_chars).digests
 
 
 @dataclass
@@ -66,7 +178,7 @@ def _made_from(s3: Any, target: Target, job: Job) -> bool | None:
     """None: no manifest; else whether it was made from this job's request (the digest the
     worker stores as the manifest's metadata; a manifest without it is another request's)."""
     try:
-        head = s3.head_object(Bucket=target.bucket, Key=manifest_key(job.job_id, target.prefix))
+        head = s3.head_object(Bucket=bucket_of(target), Key=manifest_key(job.job_id, target.prefix))
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return None

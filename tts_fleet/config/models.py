@@ -21,7 +21,12 @@ from worker.settings import DEFAULT_MODEL
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
 # the first build does not depend on anonymous Docker Hub pulls (worker/Dockerfile installs
 # the pinned vLLM on it).
-DEFAULT_BASE_IMAGE = "public.ecr.aws/docker/library/python:3.12-bookworm"
+# By digest: a tag can be moved under a stack; the digest of python:3.12-bookworm as pinned
+# by public Dockerfiles (worker/Dockerfile's ARG default names the same image).
+DEFAULT_BASE_IMAGE = (
+    "public.ecr.aws/docker/library/python:3.12-bookworm"
+    "@sha256:3cd9086bdb30f7c9bc08a3fa621d9842e0d3f6f9291aeb4677e0547817c10b12"
+)
 
 NAMESPACE = "tts-fleet"
 
@@ -187,10 +192,10 @@ class ScalingConfig(_Section):
             "ScheduledAction each."
         ),
     )
-    controller: Literal["lambda", "alarms"] = Field(
-        "lambda",
+    mode: Literal["controller", "alarms"] = Field(
+        "controller",
         description=(
-            "`lambda`: a controller function samples the queue every 10 s and sets the"
+            "`controller`: a controller function samples the queue every 10 s and sets the"
             " desired count with the cold-start-aware policy (tts_fleet/scaling/controller.py);"
             " `alarms`: CloudWatch alarms and a step scaling policy on 1-minute metrics."
         ),
@@ -200,7 +205,7 @@ class ScalingConfig(_Section):
         ge=0,
         le=10,
         description=(
-            "lambda controller only: a new GPU is started only if at least this many cold"
+            "controller mode only: a new GPU is started only if at least this many cold"
             " starts' worth of work would remain for it when it arrives (0: start one for"
             " any backlog; higher: fewer GPU-hours, longer waits)."
         ),
@@ -474,6 +479,21 @@ SECTIONS: dict[str, type[_Section]] = {
 }
 
 
+# Soft memory reservation: leave headroom under the smallest allowed host for the ECS agent
+# and the OS (a hard limit equal to host memory would never be placed).
+MEMORY_RESERVATION_FRACTION = 0.75
+# /dev/shm counts against the host's memory when ECS places the task, so it comes out of
+# that reservation; keep at least this much for the task itself.
+# https://github.com/aws/amazon-ecs-agent/blob/master/proposals/shmsize-tmpfs.md
+MIN_MEMORY_RESERVATION_MIB = 1024
+
+
+def memory_reservation_mib(min_memory_gib: int, shared_memory_mib: int) -> int:
+    """The worker container's soft memory reservation: the host headroom fraction minus
+    /dev/shm (components/service.py sets it; StackConfig refuses one under the floor)."""
+    return int(min_memory_gib * 1024 * MEMORY_RESERVATION_FRACTION) - shared_memory_mib
+
+
 class StackConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -499,6 +519,28 @@ class StackConfig(BaseModel):
         NotificationsConfig(), description="Completion events for finished and failed jobs."
     )
 
+    def rule_problems(self) -> list[tuple[str, str]]:
+        """Rules across sections as (section.key, message); empty when valid."""
+        shm, host = self.worker.shared_memory_mib, self.gpu.memory_gib.min
+        reservation = memory_reservation_mib(host, shm)
+        if reservation < MIN_MEMORY_RESERVATION_MIB:
+            return [
+                (
+                    "worker.sharedMemoryMib",
+                    f"{shm} leaves {reservation} MiB of the {host} GiB host (gpu.memoryGib.min)"
+                    f" for the task (at least {MIN_MEMORY_RESERVATION_MIB}); lower it or raise"
+                    " gpu.memoryGib.min",
+                )
+            ]
+        return []
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> StackConfig:
+        problems = self.rule_problems()
+        if problems:
+            raise ConfigError([f"{NAMESPACE}:{key}: {message}" for key, message in problems])
+        return self
+
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any]) -> StackConfig:
         """Validates `{section: value}`; raises ConfigError listing every problem."""
@@ -518,6 +560,18 @@ class StackConfig(BaseModel):
         return cls(**sections)
 
 
+# Keys a stack file may still hold from an earlier release: what each is called now.
+RENAMED: dict[tuple[str, ...], str] = {
+    ("scaling", "controller"): (
+        "renamed: it is now scaling.mode (`lambda` is now `controller`, `alarms` stays)"
+    ),
+}
+
+
+def _key(section: str, loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    return (section, *map(str, loc))
+
+
 def _format_errors(section: str, model: type[_Section], error: ValidationError) -> list[str]:
     lines: list[str] = []
     for item in error.errors():
@@ -525,6 +579,8 @@ def _format_errors(section: str, model: type[_Section], error: ValidationError) 
         if item["type"] == "config_rules":
             for field, message in item["ctx"]["problems"]:
                 lines.append(f"{base}.{field}: {message}")
+        elif item["type"] == "extra_forbidden" and _key(section, item["loc"]) in RENAMED:
+            lines.append(f"{base}: {RENAMED[_key(section, item['loc'])]}")
         elif item["type"] == "extra_forbidden":
             leaf = str(item["loc"][-1])
             known = _known_fields(model, item["loc"][:-1])

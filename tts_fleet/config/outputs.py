@@ -19,6 +19,9 @@ ALERTS_TOPIC_ARN = "alertsTopicArn"
 CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.controller: lambda
 EVENTS_QUEUE_URL = "eventsQueueUrl"  # null unless notifications.enabled
 EVENTS_CONSUMER_POLICY_ARN = "eventsConsumerPolicyArn"  # null unless notifications.enabled
+# worker.maxTextChars: the longest text the workers take, so submit, wait and results read a
+# job file with the limit the deployed stack applies (not the stack file on this machine).
+MAX_TEXT_CHARS = "maxTextChars"
 
 ALL = (
     QUEUE_URL,
@@ -34,4 +37,5 @@ ALL = (
     CONTROLLER_FUNCTION_ARN,
     EVENTS_QUEUE_URL,
     EVENTS_CONSUMER_POLICY_ARN,
+    MAX_TEXT_CHARS,
 )

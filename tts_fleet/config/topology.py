@@ -1,5 +1,5 @@
 """What a stack creates, by config, as plain facts: NAT gateways, interface endpoints, alarms,
-the dashboard and the customer-managed KMS keys.
+the dashboard, the customer-managed KMS keys and the scaling controller's parameters.
 
 Pure, so the cost model reads the very numbers the Pulumi components build from
 (`components/network.py` imports these; tests pin the components against them) instead of
@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tts_fleet.config.models import NetworkConfig, StackConfig
+from tts_fleet.scaling.controller import ControllerParams
+from tts_fleet.scaling.physics import DEFAULT_PROFILE
 
 # Interface endpoints for `endpoints` mode, and why each is needed without internet egress:
 #   ecr.api, ecr.dkr  — image manifest and auth (the layers themselves come via the S3 gateway)
@@ -66,8 +68,8 @@ CONTROLLER_RUNS_PER_HOUR = 60
 
 def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
     """Every alarm the stack creates: the two scaling alarms in `alarms` mode, the safety net
-    in `lambda` mode, and the two queue alarms either way."""
-    if cfg.scaling.controller == "lambda":
+    in `controller` mode, and the two queue alarms either way."""
+    if cfg.scaling.mode == "controller":
         scaling: tuple[Alarm, ...] = (Alarm("safety-net", "autoscaling", SAFETY_NET_METRICS),)
     else:
         scaling = (
@@ -82,8 +84,8 @@ def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
 
 
 def controller_functions(cfg: StackConfig) -> int:
-    """components/controller.py: one scaling-controller function in `lambda` mode."""
-    return 1 if cfg.scaling.controller == "lambda" else 0
+    """components/controller.py: one scaling-controller function in `controller` mode."""
+    return 1 if cfg.scaling.mode == "controller" else 0
 
 
 def custom_metrics_always_on(cfg: StackConfig) -> int:
@@ -106,3 +108,19 @@ def kms_keys(cfg: StackConfig) -> int:
     alarms and Budgets cannot publish to a topic under the AWS-managed SNS key). The queues
     use SQS-managed SSE and the bucket SSE-S3: no key of their own."""
     return 1
+
+
+def controller_params(cfg: StackConfig) -> ControllerParams:
+    """What a deployed controller is configured with (components/controller.py puts it in the
+    function's environment; `tts-fleet scaling` prints it): the stack's scaling, its worker
+    slots, and the timings the simulator models a default stack with
+    (tts_fleet/scaling/physics.py DEFAULT_PROFILE)."""
+    concurrency = cfg.worker.concurrency
+    return ControllerParams.from_config(
+        cfg.scaling,
+        cold_start_s=DEFAULT_PROFILE.cold_task_s,
+        seconds_per_job=DEFAULT_PROFILE.batching.seconds_per_job(concurrency),
+        concurrency=concurrency,
+        cold_start_work=cfg.scaling.cold_start_work,
+        host_idle_seconds=cfg.scaling.host_idle_seconds,
+    )

@@ -2,8 +2,9 @@
 
 One invocation loads the policy state (an S3 object in the stack's outputs bucket), reads the
 scalable target's current min/max once (scheduled actions move them), then every 10 s reads
-the queue (`GetQueueAttributes`) and the service (`DescribeServices`), calls the one policy
-(`tts_fleet.scaling.controller.decide`), sets the service's desired count if it differs, and
+the queue (`GetQueueAttributes`) and the service (`DescribeServices`), gives them to the
+controller mode's `Policy` (`tts_fleet.scaling.policy.ControllerPolicy`, the one the simulator
+and the local fleet drive), sets the service's desired count if it differs, and
 logs the decision as an EMF line. It returns early once nothing is outstanding, running,
 starting or wanted, and stops sampling after SAMPLING_BUDGET_S, in time for the next minute.
 
@@ -30,14 +31,8 @@ from botocore.exceptions import ClientError
 
 from tts_fleet.controller.metrics import DESIRED, OUTSTANDING, PENDING, RUNNING, emf_line
 from tts_fleet.controller.settings import SAMPLING_BUDGET_S, Settings
-from tts_fleet.scaling.controller import (
-    SAMPLE_INTERVAL_S,
-    ControllerDecision,
-    ControllerParams,
-    ControllerState,
-    Observation,
-    decide,
-)
+from tts_fleet.scaling.controller import SAMPLE_INTERVAL_S, ControllerParams, ControllerState
+from tts_fleet.scaling.policy import ControllerPolicy, Counts, Decision, Fleet
 
 SCALABLE_DIMENSION = "ecs:service:DesiredCount"
 # Time kept back from the function's timeout for the last UpdateService and the state write.
@@ -63,10 +58,12 @@ class Clients:
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One observation and what the service's desired count was when it was made."""
+class Reading:
+    """The queue and the service at one instant, and the service's desired count then."""
 
-    observation: Observation
+    now: float
+    counts: Counts
+    fleet: Fleet
     service_desired: int
 
 
@@ -109,20 +106,21 @@ def run(
     started = clock()
     state = load_state(clients.s3, settings.bucket, settings.state_key)
     params = bounded(settings.params, target_bounds(clients.autoscaling, settings.resource_id))
+    policy = ControllerPolicy(params, state)
     samples = changes = 0
-    decision: ControllerDecision | None = None
+    decision: Decision | None = None
     try:
         while True:
             taken = clock()
-            sample = observe(clients, settings, taken)
-            decision = decide(params, state, sample.observation)
-            state = decision.state
+            reading = observe(clients, settings, taken)
+            policy.observe(reading.now, reading.counts)
+            decision = policy.decide(reading.now, reading.fleet)
             samples += 1
-            if decision.desired != sample.service_desired:
+            if decision.desired != reading.service_desired:
                 set_desired(clients.ecs, settings, decision.desired)
                 changes += 1
-            emit(decision_line(settings.stack, sample, decision))
-            if quiet(sample.observation, decision):
+            emit(decision_line(settings.stack, reading, decision))
+            if quiet(reading, decision):
                 break
             elapsed = clock() - started
             if elapsed + SAMPLE_INTERVAL_S > budget_s:
@@ -130,17 +128,19 @@ def run(
             sleep(max(0.0, SAMPLE_INTERVAL_S - (clock() - taken)))
     finally:
         if decision is not None:  # a failed first sample has nothing new to keep
-            save_state(clients.s3, settings.bucket, settings.state_key, state)
+            save_state(clients.s3, settings.bucket, settings.state_key, policy.state)
     assert decision is not None  # the loop ran at least once or raised
     return Outcome(samples, decision.desired, decision.reason, changes)
 
 
-def quiet(obs: Observation, decision: ControllerDecision) -> bool:
+def quiet(reading: Reading, decision: Decision) -> bool:
     """Nothing outstanding, running, starting or wanted: sampling would only repeat this."""
-    return obs.outstanding == 0 and obs.running == 0 and obs.pending == 0 and not decision.desired
+    fleet = reading.fleet
+    idle = reading.counts.outstanding == 0 and fleet.running == 0 and fleet.pending == 0
+    return idle and not decision.desired
 
 
-def observe(clients: Clients, settings: Settings, now: float) -> Sample:
+def observe(clients: Clients, settings: Settings, now: float) -> Reading:
     attributes = clients.sqs.get_queue_attributes(
         QueueUrl=settings.queue_url, AttributeNames=QUEUE_ATTRIBUTES
     )["Attributes"]
@@ -149,14 +149,15 @@ def observe(clients: Clients, settings: Settings, now: float) -> Sample:
     if not services:
         raise LookupError(f"service {settings.service} not found in cluster {settings.cluster}")
     service = services[0]
-    observation = Observation(
-        now=now,
+    counts = Counts(
         visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
         in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+    )
+    fleet = Fleet(
         running=int(service.get("runningCount", 0)),
         pending=int(service.get("pendingCount", 0)),
     )
-    return Sample(observation, int(service.get("desiredCount", 0)))
+    return Reading(now, counts, fleet, int(service.get("desiredCount", 0)))
 
 
 def set_desired(ecs: Any, settings: Settings, desired: int) -> None:
@@ -204,19 +205,19 @@ def save_state(s3: Any, bucket: str, key: str, state: ControllerState) -> None:
     s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
 
 
-def decision_line(stack: str, sample: Sample, decision: ControllerDecision) -> str:
-    obs = sample.observation
+def decision_line(stack: str, reading: Reading, decision: Decision) -> str:
+    counts, fleet = reading.counts, reading.fleet
     values = {
         DESIRED: decision.desired,
-        OUTSTANDING: obs.outstanding,
-        RUNNING: obs.running,
-        PENDING: obs.pending,
+        OUTSTANDING: counts.outstanding,
+        RUNNING: fleet.running,
+        PENDING: fleet.pending,
     }
     properties = {
         "event": "decision",
         "reason": decision.reason,
-        "visible": obs.visible,
-        "in_flight": obs.in_flight,
-        "previous_desired": sample.service_desired,
+        "visible": counts.visible,
+        "in_flight": counts.in_flight,
+        "previous_desired": reading.service_desired,
     }
-    return emf_line(stack, int(obs.now * 1000), values, properties)
+    return emf_line(stack, int(reading.now * 1000), values, properties)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
-from tts_fleet.sim.model import SEED_IMAGE_GB
+from tts_fleet.scaling.physics import SEED_IMAGE_GB
 from tts_fleet.sim.report import CostRates
 
 BASE_REGION = "us-east-1"
@@ -42,13 +42,15 @@ class Prices:
 
     @property
     def assumptions(self) -> dict[str, float]:
-        return self.meta["assumptions"]
+        assumptions: dict[str, float] = self.meta["assumptions"]
+        return assumptions
 
 
 @cache
 def _document() -> dict[str, Any]:
     text = resources.files("tts_fleet.cost").joinpath("data/prices.json").read_text()
-    return json.loads(text)
+    document: dict[str, Any] = json.loads(text)
+    return document
 
 
 def load_prices(region: str = BASE_REGION) -> Prices:
@@ -111,7 +113,7 @@ def floor_lines(
 
 
 def _controller_lines(cfg: StackConfig, prices: Prices) -> list[Line]:
-    """`lambda` mode's idle bill: a run a minute that samples once, and its metrics."""
+    """Controller mode's idle bill: a run a minute that samples once, and its metrics."""
     functions = topology.controller_functions(cfg)
     if not functions:
         return []

@@ -22,12 +22,6 @@ from tts_fleet.exit_codes import ExitCode
 Action = Literal["preview", "up", "destroy", "refresh", "outputs"]
 ACTIONS: tuple[Action, ...] = ("preview", "up", "destroy", "refresh", "outputs")
 
-# The command line's table (tts_fleet/exit_codes.py), named for what the driver reports.
-EXIT_OK = ExitCode.OK
-EXIT_FAILED = ExitCode.FAILED  # Pulumi reported an error, or drift under --expect-no-changes
-EXIT_BAD_INPUT = ExitCode.BAD_INPUT  # bad --set / stack config, a guard refused
-EXIT_NO_CLI = ExitCode.MISSING_TOOL  # the Pulumi CLI is not installed
-
 MISSING_CLI = (
     "the Pulumi CLI is not on PATH; install it with "
     "`curl -fsSL https://get.pulumi.com | sh` "
@@ -45,9 +39,10 @@ MAIN_CHANGES = ("create", "update", "delete", "same")
 
 
 class DeployError(Exception):
-    """A failure reported as one line with an exit code."""
+    """A failure reported as one line with its exit code (Pulumi reported an error or drift:
+    FAILED; a bad --set, stack config or refused guard: BAD_INPUT; no Pulumi: MISSING_TOOL)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: ExitCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -56,11 +51,12 @@ class DeployError(Exception):
 class StackLike(Protocol):
     """The part of `pulumi.automation.Stack` this driver uses."""
 
+    # `*args, **kwargs` of Any: the Automation API's many keyword options all fit.
     def set_all_config(self, config: Any, *, path: bool = False) -> None: ...
-    def preview(self, **kwargs: Any) -> Any: ...
-    def up(self, **kwargs: Any) -> Any: ...
-    def destroy(self, **kwargs: Any) -> Any: ...
-    def refresh(self, **kwargs: Any) -> Any: ...
+    def preview(self, *args: Any, **kwargs: Any) -> Any: ...
+    def up(self, *args: Any, **kwargs: Any) -> Any: ...
+    def destroy(self, *args: Any, **kwargs: Any) -> Any: ...
+    def refresh(self, *args: Any, **kwargs: Any) -> Any: ...
     def outputs(self) -> Mapping[str, Any]: ...
 
 
@@ -98,7 +94,7 @@ class Report:
 
     data: dict[str, Any]
     lines: list[str] = field(default_factory=list)
-    code: int = EXIT_OK
+    code: ExitCode = ExitCode.OK
     error: str = ""  # one line for stderr when code != 0
 
 
@@ -107,15 +103,15 @@ def open_stack(stack: str, project_dir: Path, create: bool) -> StackLike:
     try:
         from pulumi import automation as auto  # heavy (gRPC); only once input is known good
     except ImportError as error:  # installed without the infra extra
-        raise DeployError(EXIT_NO_CLI, MISSING_SDK) from error
+        raise DeployError(ExitCode.MISSING_TOOL, MISSING_SDK) from error
     if shutil.which("pulumi") is None:
-        raise DeployError(EXIT_NO_CLI, MISSING_CLI)
+        raise DeployError(ExitCode.MISSING_TOOL, MISSING_CLI)
 
     opener = auto.create_or_select_stack if create else auto.select_stack
     try:
         return opener(stack_name=stack, work_dir=str(project_dir))
     except FileNotFoundError as error:  # `pulumi` vanished between the check and the call
-        raise DeployError(EXIT_NO_CLI, MISSING_CLI) from error
+        raise DeployError(ExitCode.MISSING_TOOL, MISSING_CLI) from error
 
 
 def check_request(request: Request) -> Any:
@@ -123,18 +119,18 @@ def check_request(request: Request) -> Any:
     None for `outputs`, which reads no config)."""
     if not (request.project_dir / "Pulumi.yaml").is_file():
         raise DeployError(
-            EXIT_BAD_INPUT,
+            ExitCode.BAD_INPUT,
             f"no Pulumi.yaml in {str(request.project_dir)!r}; pass --project-dir",
         )
     name = request.stack.rsplit("/", 1)[-1].lower()
     if request.action == "up" and name.startswith(PROTECTED_PREFIX) and not request.yes:
         raise DeployError(
-            EXIT_BAD_INPUT,
+            ExitCode.BAD_INPUT,
             f"refusing to run up on protected stack {request.stack!r} without --yes",
         )
     if request.action == "destroy" and not request.yes:
         raise DeployError(
-            EXIT_BAD_INPUT,
+            ExitCode.BAD_INPUT,
             f"destroy deletes every resource of {request.stack!r}; pass --yes",
         )
     if request.action == "outputs":
@@ -153,7 +149,7 @@ def run(
     try:
         cfg = check_request(request)
     except (ConfigError, SettingError) as error:
-        raise DeployError(EXIT_BAD_INPUT, str(error)) from error
+        raise DeployError(ExitCode.BAD_INPUT, str(error)) from error
     try:
         stack = factory(request.stack, request.project_dir, request.action in ("preview", "up"))
         if request.settings:
@@ -166,7 +162,7 @@ def run(
     except Exception as error:
         if not _is_pulumi_error(error):
             raise
-        raise DeployError(EXIT_FAILED, _pulumi_failure(request, error)) from error
+        raise DeployError(ExitCode.FAILED, _pulumi_failure(request, error)) from error
 
 
 def _region(request: Request) -> str | None:
@@ -213,7 +209,7 @@ def _preview(stack: StackLike, request: Request, on_output: OnOutput) -> Report:
     pending = sum(n for kind, n in changes.items() if kind != "same")
     report = _report(request, changes=changes, pending=pending)
     if request.expect_no_changes and pending:
-        report.code = EXIT_FAILED
+        report.code = ExitCode.FAILED
         report.error = f"drift: {pending} pending change(s) in stack {request.stack!r}"
         report.data.update(ok=False, error=report.error)
     return report

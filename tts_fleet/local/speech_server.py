@@ -1,6 +1,6 @@
 """A local stand-in for vLLM-Omni 0.30's `/v1/audio/speech` serving Qwen3-TTS CustomVoice.
 
-    python -m tts_fleet.local.speech_server --host 127.0.0.1 --port 8091 --backend espeak
+    python -m tts_fleet.local.speech_server --host 127.0.0.1 --port 0 --backend espeak
 
 The first line on stdout is `listening on http://HOST:PORT` (flushed), so a parent process
 can start it with `--port 0` and read the address. `serve_in_thread` runs it in-process.
@@ -20,7 +20,6 @@ vllm-omni 0.30.0 wheel, `vllm_omni/entrypoints/openai/`):
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
@@ -28,15 +27,17 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
+import click
 import numpy as np
 import soundfile  # type: ignore[import-untyped]
 
+from tts_fleet.exit_codes import ExitCode
 from tts_fleet.local.speech_backends import (
     AUTO,
     LANGUAGES,
@@ -50,7 +51,7 @@ from tts_fleet.local.speech_backends import (
     text_tokens,
     to_float,
 )
-from worker.settings import DEFAULT_MODEL
+from worker.settings import DEFAULT_MODEL, SPEECH_PORT
 
 log = logging.getLogger("speech_server")
 # response_format -> (soundfile format, media type, soundfile options): create_audio's table.
@@ -389,62 +390,34 @@ def serve_in_thread(
         server.server_close()
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m tts_fleet.local.speech_server",
-        description="Local stand-in for vLLM-Omni's /v1/audio/speech (Qwen3-TTS CustomVoice).",
-    )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8091, help="0 picks a free port")
-    p.add_argument(
-        "--backend",
-        choices=("espeak", "tone", "piper"),
-        default="espeak",
-        help="espeak: real speech via espeak-ng (espeakng-loader wheel); "
-        "tone: a sine tone as long as the text, FOR LOAD TESTS AND BENCHMARKS only; "
-        "piper: a neural voice, needs the .[voice] extra",
-    )
-    p.add_argument(
-        "--latency-ms",
-        type=float,
-        default=0.0,
-        help="added model time per request (simulates a GPU; used with tone)",
-    )
-    p.add_argument(
-        "--batch-exponent",
-        type=float,
-        default=0.5,
-        help="latency = latency-ms × concurrent_requests^X; 0 = fixed latency, "
-        "0.5 = grows sub-linearly like a batching GPU",
-    )
-    p.add_argument(
-        "--model",
-        default=DEFAULT_MODEL,
-        help="the served model name: requests naming another get 404; its -CustomVoice/"
-        "-VoiceDesign/-Base suffix sets the task type it accepts",
-    )
-    p.add_argument("--log-level", default="WARNING")
-    return p
+class BackendMissing(Exception):
+    """The chosen backend's package is not installed; one line saying what to install."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def serve(
+    host: str = "127.0.0.1",
+    port: int = SPEECH_PORT,
+    backend: str = "espeak",
+    latency_ms: float = 0.0,
+    batch_exponent: float = 0.5,
+    model: str = DEFAULT_MODEL,
+    log_level: str = "WARNING",
+) -> None:
+    """Serves until interrupted; first prints `listening on http://HOST:PORT` (flushed).
+    OSError when the port is taken; BackendMissing when the backend is not installed."""
     logging.basicConfig(
-        level=args.log_level,
+        level=log_level,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s speech_server %(message)s",
     )
     try:
-        backend = make_backend(args.backend)
+        made = make_backend(backend)
     except ImportError as error:
-        extra = "voice" if args.backend == "piper" else "local"
-        print(
-            f"backend {args.backend} is not installed ({error}); try: pip install -e '.[{extra}]'",
-            file=sys.stderr,
-        )
-        return 2
-    latency = Latency(args.latency_ms, args.batch_exponent)
-    server = SpeechServer((args.host, args.port), backend, latency, args.model)
+        extra = "voice" if backend == "piper" else "local"
+        raise BackendMissing(
+            f"backend {backend} is not installed ({error}); try: pip install -e '.[{extra}]'"
+        ) from None
+    server = SpeechServer((host, port), made, Latency(latency_ms, batch_exponent), model)
     print(f"listening on {server.url}", flush=True)
     try:
         server.serve_forever()
@@ -452,8 +425,59 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         server.server_close()
-    return 0
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def server_options(func: F) -> F:
+    """The options of `serve`, for both entries: `tts-fleet speech-server` and `python -m`."""
+    for option in reversed(
+        (
+            click.option("--host", default="127.0.0.1", show_default=True),
+            click.option(
+                "--port", type=int, default=SPEECH_PORT, show_default=True,
+                help="0 picks a free port",
+            ),
+            click.option(
+                "--backend", type=click.Choice(["espeak", "tone", "piper"]), default="espeak",
+                show_default=True,
+                help="espeak: real speech via espeak-ng (espeakng-loader wheel); tone: a sine "
+                "tone as long as the text, FOR LOAD TESTS AND BENCHMARKS only; piper: a neural "
+                "voice (needs the .[voice] extra)",
+            ),
+            click.option(
+                "--latency-ms", type=float, default=0.0, show_default=True,
+                help="added model time per request (simulates a GPU; used with tone)",
+            ),
+            click.option(
+                "--batch-exponent", type=float, default=0.5, show_default=True,
+                help="latency = latency-ms × concurrent_requests^X; 0 = fixed latency, 0.5 = "
+                "grows sub-linearly like a batching GPU",
+            ),
+            click.option(
+                "--model", default=DEFAULT_MODEL, show_default=True,
+                help="the served model name: requests naming another get 404; its -CustomVoice/"
+                "-VoiceDesign/-Base suffix sets the task type it accepts",
+            ),
+            click.option("--log-level", default="WARNING", show_default=True),
+        )
+    ):  # fmt: skip
+        func = option(func)
+    return func
+
+
+@click.command()
+@server_options
+@click.pass_context
+def main(ctx: click.Context, **options: Any) -> None:
+    """Local stand-in for vLLM-Omni's /v1/audio/speech (Qwen3-TTS CustomVoice)."""
+    try:
+        serve(**options)
+    except BackendMissing as error:
+        click.echo(f"Error: {error}", err=True)
+        ctx.exit(ExitCode.BAD_INPUT)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(prog_name="python -m tts_fleet.local.speech_server")

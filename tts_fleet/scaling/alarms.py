@@ -1,11 +1,12 @@
-"""The autoscaler loop around the policy, on whatever clock the caller has (DESIGN §4).
+"""The alarms mode's model: the autoscaler loop around the alarms, on any clock (DESIGN §4).
 
 What a deployed stack runs in AWS, in one object: CloudWatch reduces `outstanding` to one
 Maximum datapoint per 1-minute period and publishes it `lag_s` after the period ends; every
-minute both alarms evaluate what is published (`policy.AlarmModel`); Application Auto Scaling
+minute both alarms evaluate what is published (`bands.AlarmModel`); Application Auto Scaling
 sets the step's ExactCapacity, clamped to the scalable target's [minWorkers, maxWorkers].
 
-The simulator drives it on virtual time, the local scaler on its tick clock (one tick = one
+`tts_fleet.scaling.policy.AlarmsPolicy` wraps it in the one `Policy` interface, which the
+simulator drives on virtual time and the local fleet on its tick clock (one tick = one
 minute), so both make the decisions the deployed alarms make. Pure: no clock of its own, no I/O.
 """
 
@@ -16,14 +17,18 @@ from dataclasses import dataclass
 
 from tts_fleet.scaling.bands import AlarmModel, AlarmState, ScalingParams
 
-PERIOD_S = 60.0  # the alarms' metric period (components/autoscaling.py METRIC_PERIOD_SECONDS)
+# The alarms' metric period: one datapoint a minute (components/autoscaling.py deploys it,
+# components/observability.py draws it, tts_fleet/sim/scalers.py evaluates on it).
+PERIOD_S = 60.0
+# The step policies' cooldown (components/autoscaling.py deploys it; the simulator applies it).
+POLICY_COOLDOWN_S = 60.0
 # A scaling activity (UpdateService) completes a few seconds after the alarm fires; the
 # step policy's cooldown runs from then, so a 60-s cooldown covers the next evaluation.
 ACTIVITY_S = 5.0
 
 
 @dataclass(frozen=True)
-class Decision:
+class Evaluation:
     """One evaluation: what the alarms saw and the desired count it left."""
 
     desired: int
@@ -56,7 +61,7 @@ class Autoscaler:
         self._cooldown_end = -math.inf
         self.model = AlarmModel(cfg)
         self.desired = cfg.min_workers
-        self.last: Decision | None = None
+        self.last: Evaluation | None = None
         # Periods whose datapoint may still be unpublished, besides the open one.
         self._unpublished = math.ceil(lag_s / PERIOD_S) + 1
         self._keep = cfg.idle_minutes + self._unpublished + 1  # older datapoints never matter
@@ -103,7 +108,7 @@ class Autoscaler:
         return min(closed, max(0, math.floor((now - self.lag_s) / PERIOD_S + 1e-9)))
 
     # -- alarms and Application Auto Scaling ---------------------------------------------
-    def decide(self, now: float) -> Decision:
+    def decide(self, now: float) -> Evaluation:
         """One evaluation of both alarms at `now`, on one snapshot of the published series.
 
         In AWS the two alarms are evaluated separately and may, for one minute, see
@@ -120,7 +125,7 @@ class Autoscaler:
         if target != self.desired and self.cooldown_s > 0:
             self._cooldown_end = now + ACTIVITY_S + self.cooldown_s
         self.desired = target
-        self.last = Decision(self.desired, state)
+        self.last = Evaluation(self.desired, state)
         return self.last
 
     # -- questions the callers' loops ask ----------------------------------------------

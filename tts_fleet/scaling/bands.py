@@ -1,9 +1,10 @@
-"""THE scaling math (DESIGN §4). Pure: no pulumi, no boto3.
+"""The alarms mode's math (DESIGN §4): the formula, the step bands and the two alarms.
 
-The Pulumi QueueAutoscaling component turns `bands()` into StepScaling adjustments; the
-simulator and the local scaler both drive `autoscaler.Autoscaler`, the loop around
-`AlarmModel` (datapoints, metric lag, clamp). Nothing else computes capacity, so what is
-simulated is what is deployed.
+Pure: standard library only. The Pulumi step-scaling component turns `bands()` into
+StepScaling adjustments; `tts_fleet.scaling.alarms.Autoscaler` is the loop around `AlarmModel`
+(datapoints, metric lag, clamp) that the simulator and the local fleet drive through
+`tts_fleet.scaling.policy.AlarmsPolicy`, so what is simulated is what is deployed. The
+controller mode's math is tts_fleet/scaling/controller.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Protocol
 MAX_STEP_ADJUSTMENTS = 20
 # The scale-out alarm fires at outstanding >= 1; step bounds are relative to it.
 SCALE_OUT_THRESHOLD = 1
+# The idle alarm counts a minute as idle at outstanding <= 0.
+IDLE_THRESHOLD = 0
 # CloudWatch evaluates at most one day of 1-minute periods.
 MAX_EVALUATION_PERIODS = 1440
 
@@ -35,14 +38,27 @@ class ScalingParams(Protocol):
     def idle_minutes(self) -> int: ...
 
 
+def outstanding(visible: int, in_flight: int) -> int:
+    """The work the fleet is sized for: ApproximateNumberOfMessagesVisible +
+    ApproximateNumberOfMessagesNotVisible. Counting in-flight work keeps the fleet from
+    shrinking under running jobs."""
+    return visible + in_flight
+
+
+# outstanding() as CloudWatch metric math over the queries with ids `visible` and
+# `notVisible` (the alarms' metric and the dashboard's graph of it).
+OUTSTANDING_EXPRESSION = "visible + notVisible"
+
+
 @dataclass(frozen=True)
 class Scaling:
-    """A plain ScalingParams for callers without a stack config (simulator, CLI flags)."""
+    """A plain ScalingParams for callers without a stack config (the simulator's setups);
+    its values come from a ScalingConfig, whose fields hold the defaults."""
 
-    min_workers: int = 0
-    max_workers: int = 4
-    jobs_per_worker: int = 8
-    idle_minutes: int = 5
+    min_workers: int
+    max_workers: int
+    jobs_per_worker: int
+    idle_minutes: int
 
 
 @dataclass(frozen=True)
@@ -178,7 +194,7 @@ class AlarmModel:
         scale_out = latest is not None and latest >= SCALE_OUT_THRESHOLD
         # Fewer datapoints than idleMinutes: the missing ones are missing data, i.e. breaching.
         window = datapoints[-self.cfg.idle_minutes :]
-        idle = all(point is None or point <= 0 for point in window)
+        idle = all(point is None or point <= IDLE_THRESHOLD for point in window)
         return AlarmState(scale_out=scale_out, idle=idle)
 
     def evaluate(self, datapoints: Sequence[float | None], current: int) -> int:

@@ -1,9 +1,10 @@
-"""The controller policy (issue #13): one pure function from a 10-s sample to a desired count.
+"""The controller mode's math (issue #13): one pure function from a 10-s sample to a desired count.
 
-The deployed controller (a Lambda, `scaling.controller: lambda`), the local fleet and the
-simulator all call `decide` with the same three things: the parameters (from the stack
-config), the state the previous call returned (JSON, stored by the caller), and one
-observation of the queue and the service. Pure: no I/O, no clock, stdlib only.
+`decide` takes the parameters (from the stack config), the state the previous call returned
+(JSON, stored by the deployed controller) and one observation of the queue and the service.
+`tts_fleet.scaling.policy.ControllerPolicy` wraps it in the one `Policy` interface that the
+deployed controller (a Lambda, `scaling.mode: controller`), the local fleet and the simulator
+drive. Pure: no I/O, no clock, stdlib only.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from tts_fleet.scaling.bands import ScalingParams
+from tts_fleet.scaling.bands import ScalingParams, outstanding
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
 SAMPLE_INTERVAL_S = 10.0
 # Recent idle gaps kept for the learned idle window.
 MAX_GAPS = 8
+# Minutes of stranded work (jobs visible, no task running or wanted) before the safety-net
+# alarm starts a worker (components/autoscaling.py). The controller reacts within seconds, so
+# three minutes means it is not running.
+SAFETY_NET_MINUTES = 3
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,8 @@ class ControllerParams:
     cold_start_work: float  # κ, scaling.coldStartWork
     cold_start_s: float  # expected seconds from launch to a serving worker
     seconds_per_job: float  # expected warm seconds per job per worker (1 / throughput)
-    concurrency: int = 1  # worker slots: in_flight / concurrency workers are busy
-    host_idle_s: float = 200.0  # scaling.hostIdleSeconds: a released worker's host lingers
+    concurrency: int  # worker slots: in_flight / concurrency workers are busy
+    host_idle_s: float  # scaling.hostIdleSeconds: a released worker's host lingers
 
     @classmethod
     def from_config(
@@ -39,36 +44,27 @@ class ControllerParams:
         *,
         cold_start_s: float,
         seconds_per_job: float,
-        concurrency: int = 1,
-        cold_start_work: float | None = None,
-        host_idle_s: float | None = None,
+        concurrency: int,
+        cold_start_work: float,
+        host_idle_seconds: int,
     ) -> ControllerParams:
-        """`scaling` is a ScalingConfig (or anything with its fields); keyword overrides
-        win over it (the simulator's sweeps)."""
-        kappa = getattr(scaling, "cold_start_work", DEFAULT_COLD_START_WORK)
-        linger = getattr(scaling, "host_idle_seconds", DEFAULT_HOST_IDLE_SECONDS)
+        """The bounds from `scaling` (a ScalingConfig or a simulator's Scaling), κ and the
+        host linger as the stack sets them (-1, hosts kept forever, lingers as 0 here: no
+        released host's restart is counted on), the timings from tts_fleet/scaling/physics.py."""
         return cls(
             min_workers=scaling.min_workers,
             max_workers=scaling.max_workers,
             jobs_per_worker=scaling.jobs_per_worker,
             idle_minutes=scaling.idle_minutes,
-            cold_start_work=float(kappa if cold_start_work is None else cold_start_work),
+            cold_start_work=float(cold_start_work),
             cold_start_s=cold_start_s,
             seconds_per_job=seconds_per_job,
             concurrency=concurrency,
-            host_idle_s=float(max(0, linger) if host_idle_s is None else host_idle_s),
+            host_idle_s=float(max(0, host_idle_seconds)),
         )
 
     def clamp(self, count: int) -> int:
         return max(self.min_workers, min(self.max_workers, count))
-
-
-# κ when the stack file sets none; tts_fleet/config/models.py uses the same value.
-DEFAULT_COLD_START_WORK = 0.12
-# scaling.hostIdleSeconds when the stack file sets none (tts_fleet/config/models.py: same value).
-# Every host the controller releases lingers this long, so after a burst it bills
-# maxWorkers × this; 200 s still covers the gap just past a 5-minute window (docs/scaling.md).
-DEFAULT_HOST_IDLE_SECONDS = 200
 
 
 @dataclass(frozen=True)
@@ -81,7 +77,7 @@ class Observation:
 
     @property
     def outstanding(self) -> int:
-        return self.visible + self.in_flight
+        return outstanding(self.visible, self.in_flight)
 
 
 @dataclass(frozen=True)
@@ -284,12 +280,6 @@ def _launches(state: ControllerState, obs: Observation) -> tuple[float, ...]:
     known = state.launches[len(state.launches) - obs.pending :] if obs.pending else ()
     missing = obs.pending - len(known)
     return (*([obs.now - SAMPLE_INTERVAL_S] * missing), *known) if missing > 0 else known
-
-
-def _median(values: tuple[float, ...]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _idle_since(state: ControllerState, obs: Observation) -> float | None:

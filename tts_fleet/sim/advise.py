@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from tts_fleet.scaling.physics import Profile
 from tts_fleet.sim.engine import simulate
-from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.sim.model import PolicySetup
 from tts_fleet.sim.report import HOURS_PER_MONTH, CostRates, SimSummary
 from tts_fleet.sim.traces import Trace
 

@@ -1,8 +1,10 @@
 """Discrete-event simulation of a scaling policy on a workload trace (DESIGN §4, §6).
 
 - arrivals join one FIFO queue; outstanding = visible + in flight;
-- CloudWatch, the alarms and Application Auto Scaling are `tts_fleet.scaling.alarms`, the
-  same loop the local scaler drives: a minute's datapoint is its maximum outstanding (the
+- the scaling mode is the one `Policy` of `tts_fleet.scaling.policy` that the local fleet and
+  the deployed controller drive too (tts_fleet/sim/scalers.py puts it on this clock); in the
+  alarms mode CloudWatch, the alarms and Application Auto Scaling are
+  `tts_fleet.scaling.alarms`: a minute's datapoint is its maximum outstanding (the
   alarms use Maximum), published `metric_lag_s` after the minute ends; each minute the real
   `AlarmModel` turns the published datapoints into the desired count, clamped to
   [minWorkers, maxWorkers], as AAS applies the ExactCapacity step (and re-applies it every
@@ -30,7 +32,8 @@ import random
 from bisect import bisect_left, bisect_right
 from collections import deque
 
-from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.scaling.physics import Profile
+from tts_fleet.sim.model import PolicySetup
 from tts_fleet.sim.report import CostRates, Sample, SimResult, summarise
 from tts_fleet.sim.scalers import PEER_VISIBILITY_S, View, make_scaler
 from tts_fleet.sim.state import Fleet, Host, ServiceTask

@@ -7,7 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.scaling.physics import Profile
+from tts_fleet.sim.model import PolicySetup
 from tts_fleet.sim.traces import Trace
 from tts_fleet.stats import percentile
 

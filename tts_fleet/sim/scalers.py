@@ -6,9 +6,9 @@ counts), every `period_s`, and returns a desired count. `protects_busy` says whe
 worker survives scale-in (ECS task scale-in protection, SageMaker's draining) or is stopped
 with its jobs, which go back to the queue after the visibility timeout (counted as killed).
 
-- `alarms`, `seed`: this project's CloudWatch alarms + step policy (tts_fleet/scaling/alarms.py),
-  with the policy's cooldown; the seed's alarms count visible messages only.
-- `controller`: tts_fleet/scaling/controller.py sampled every 10 s, woken by `tts-fleet submit`.
+- `alarms`, `seed`, `controller`: this project's two modes, each the one `Policy` of
+  tts_fleet/scaling/policy.py on the simulator's clock (`PolicyScaler`); the seed is the
+  alarms mode configured as the AWS sample (its alarms count visible messages only).
 - `keda`, `sagemaker`, `aws-sample`: the peers, each modelled from its public docs or code
   (cited at each class), on the same physics.
 """
@@ -20,18 +20,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
-from tts_fleet.scaling.controller import (
-    SAMPLE_INTERVAL_S,
-    ControllerParams,
-    ControllerState,
-    Observation,
-    decide,
-)
-from tts_fleet.sim.model import PolicySetup, Profile
+from tts_fleet.scaling.alarms import PERIOD_S, POLICY_COOLDOWN_S
+from tts_fleet.scaling.bands import outstanding
+from tts_fleet.scaling.controller import ControllerParams
+from tts_fleet.scaling.physics import Profile
+from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Counts, Fleet, Policy
+from tts_fleet.sim.model import PolicySetup
 
-# components/autoscaling.py POLICY_COOLDOWN_SECONDS: the step policies' cooldown.
-ALARMS_COOLDOWN_S = 60.0
 # An asynchronous Lambda invocation from `tts-fleet submit` starts within about a second.
 INVOKE_LATENCY_S = 1.0
 # SQS's default visibility timeout: a killed job of a peer reappears after it.
@@ -72,75 +67,49 @@ class Scaler(Protocol):
         """When an idle scaler next evaluates, given the next job's arrival."""
 
 
-class AlarmsScaler:
-    """The deployed alarms mode (and the seed): CloudWatch + the alarms + AAS, one minute at a
-    time, with the step policy's cooldown: after a scaling activity completes, AAS does not
-    scale in again until the cooldown has passed (a larger scale-out is never held back).
-    https://docs.aws.amazon.com/autoscaling/application/userguide/step-scaling-policy-overview.html#step-scaling-cooldown
+class PolicyScaler:
+    """One of this project's modes on the simulator's clock: the same `Policy` the local fleet
+    and the deployed controller drive (tts_fleet/scaling/policy.py), told every change of the
+    queue and asked every `period_s`. Workers hold task scale-in protection in both modes.
+
+    - alarms (and the seed): evaluated on the minute grid, with the step policy's cooldown:
+      after a scaling activity completes, AAS does not scale in again until it has passed (a
+      larger scale-out is never held back). The seed's alarms count visible messages only.
+      https://docs.aws.amazon.com/autoscaling/application/userguide/step-scaling-policy-overview.html#step-scaling-cooldown
+    - controller: GetQueueAttributes is read live (no CloudWatch lag). Idle, it sleeps;
+      `tts-fleet submit` invokes it asynchronously, so a job from idle is seen about a second
+      after it is sent (the EventBridge schedule is the fallback for other producers).
     """
 
-    period_s = PERIOD_S
     protects_busy = True
-    reason = ""
 
-    def __init__(self, policy: PolicySetup, profile: Profile, *, visible_only: bool) -> None:
-        self.autoscaler = Autoscaler(
-            policy.scaling, lag_s=profile.metric_lag_s, cooldown_s=ALARMS_COOLDOWN_S
-        )
+    def __init__(
+        self, policy: Policy, *, visible_only: bool = False, woken_by_submit: bool = False
+    ) -> None:
+        self.policy = policy
+        self.period_s = policy.period_s
         self.visible_only = visible_only
+        self.woken_by_submit = woken_by_submit
+        self.reason = ""  # the last decision's reason (controller mode)
 
     def observe(self, now: float, visible: int, in_flight: int) -> None:
-        self.autoscaler.observe(now, visible if self.visible_only else visible + in_flight)
+        self.policy.observe(now, Counts(visible, 0 if self.visible_only else in_flight))
 
     def decide(self, view: View) -> int:
-        return self.autoscaler.decide(view.now).desired
-
-    def quiet(self) -> bool:
-        return self.autoscaler.quiet()
-
-    def settled(self) -> bool:
-        return self.autoscaler.settled()
-
-    def wake(self, arrival: float) -> float:
-        return math.floor(arrival / self.period_s) * self.period_s
-
-
-class ControllerScaler:
-    """The controller mode: `tts_fleet.scaling.controller.decide` on a 10-s sample of the queue
-    (GetQueueAttributes is read live: no CloudWatch lag) and the service's counts. Idle, it
-    sleeps; `tts-fleet submit` invokes it asynchronously, so a job from idle is seen about a
-    second after it is sent (the EventBridge schedule is the fallback for other producers)."""
-
-    period_s = SAMPLE_INTERVAL_S
-    protects_busy = True
-
-    def __init__(self, policy: PolicySetup, profile: Profile) -> None:
-        self.params = controller_params(policy, profile)
-        self.state = ControllerState()
-        self.held = 0
-        self.desired = policy.scaling.min_workers
-        self.reason = ""
-        self._queue = (0, 0)
-
-    def observe(self, now: float, visible: int, in_flight: int) -> None:
-        self._queue = (visible, in_flight)
-        self.held = visible + in_flight
-
-    def decide(self, view: View) -> int:
-        visible, in_flight = self._queue
-        obs = Observation(view.now, visible, in_flight, view.running, view.pending)
-        decision = decide(self.params, self.state, obs)
-        self.state, self.desired, self.reason = decision.state, decision.desired, decision.reason
+        decision = self.policy.decide(view.now, Fleet(view.running, view.pending))
+        self.reason = decision.reason
         return decision.desired
 
     def quiet(self) -> bool:
-        return True
+        return self.policy.quiet()
 
     def settled(self) -> bool:
-        return self.held == 0 and self.desired == self.params.min_workers
+        return self.policy.settled()
 
     def wake(self, arrival: float) -> float:
-        return arrival + INVOKE_LATENCY_S
+        if self.woken_by_submit:
+            return arrival + INVOKE_LATENCY_S
+        return math.floor(arrival / self.period_s) * self.period_s  # the next evaluation
 
 
 def controller_params(policy: PolicySetup, profile: Profile) -> ControllerParams:
@@ -150,10 +119,10 @@ def controller_params(policy: PolicySetup, profile: Profile) -> ControllerParams
     return ControllerParams.from_config(
         policy.scaling,
         cold_start_s=profile.cold_task_s,
-        seconds_per_job=profile.batching.latency(c) / c,
+        seconds_per_job=profile.batching.seconds_per_job(c),
         concurrency=c,
         cold_start_work=policy.cold_start_work,
-        host_idle_s=float(max(0, policy.host_idle_seconds)),
+        host_idle_seconds=policy.host_idle_seconds,
     )
 
 
@@ -192,7 +161,7 @@ class KedaScaler:
         self.messages = 0
 
     def observe(self, now: float, visible: int, in_flight: int) -> None:
-        self.messages = visible + in_flight
+        self.messages = outstanding(visible, in_flight)
 
     def decide(self, view: View) -> int:
         now = view.now
@@ -269,7 +238,7 @@ class SageMakerScaler:
     def observe(self, now: float, visible: int, in_flight: int) -> None:
         self._area += self.backlog * (now - self._seen)
         self._seen = now
-        self.backlog = visible + in_flight
+        self.backlog = outstanding(visible, in_flight)
 
     def decide(self, view: View) -> int:
         now = view.now
@@ -384,9 +353,13 @@ def _on_grid(now: float, step: float) -> bool:
 def make_scaler(policy: PolicySetup, profile: Profile) -> Scaler:
     mode = policy.mode
     if mode in ("alarms", "seed"):
-        return AlarmsScaler(policy, profile, visible_only=mode == "seed")
+        alarms = AlarmsPolicy(
+            policy.scaling, lag_s=profile.metric_lag_s, cooldown_s=POLICY_COOLDOWN_S
+        )
+        return PolicyScaler(alarms, visible_only=mode == "seed")
     if mode == "controller":
-        return ControllerScaler(policy, profile)
+        controller = ControllerPolicy(controller_params(policy, profile))
+        return PolicyScaler(controller, woken_by_submit=True)
     if mode == "keda":
         return KedaScaler(policy)
     if mode == "sagemaker":

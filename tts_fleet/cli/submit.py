@@ -1,0 +1,116 @@
+"""`tts-fleet submit SOURCE`: validate every job, then send them with SendMessageBatch.
+
+The work is in tts_fleet/client/; this module parses options, draws progress on a terminal and
+prints the receipt as text or, with --json, as one JSON object (docs/cli.md#--json-output).
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from tts_fleet.cli import look
+from tts_fleet.cli.options import json_flag, split_chars_option, threads_option
+from tts_fleet.cli.sources import not_a_terminal, require_source
+from tts_fleet.cli.target import need, target_options
+from tts_fleet.client.aws import Target, client_for
+from tts_fleet.client.inputs import LoadedJobs, load_jobs
+from tts_fleet.client.submit import (
+    SubmitReceipt,
+    existing_outputs,
+    invoke_controller,
+    preflight_queue,
+    submit_jobs,
+)
+from tts_fleet.exit_codes import ExitCode
+
+
+@click.command()
+@click.argument("source", default="-")
+@click.option("--skip-invalid", is_flag=True, help="Send the valid jobs even if some are not.")
+@threads_option("Sender threads.")
+@click.option("--voice", help="Voice for jobs that do not set one.")
+@click.option("--language", help="Language for jobs that do not set one.")
+@click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
+@split_chars_option
+@json_flag()
+@target_options(text_limit=True)
+@click.pass_context
+def submit(
+    ctx: click.Context,
+    target: Target,
+    source: str,
+    skip_invalid: bool,
+    threads: int,
+    voice: str | None,
+    language: str | None,
+    fmt: str | None,
+    split_chars: int | None,
+    as_json: bool,
+) -> None:
+    """Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.
+
+    Everything is validated first; with any invalid line nothing is sent (exit 2) unless
+    --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
+    """
+    queue_url = need(target, "queue_url")
+    require_source(source)
+    not_a_terminal(source)
+    defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
+    loaded = load_jobs(source, target.max_text_chars, defaults, split_chars)
+    receipt = SubmitReceipt.before_sending(queue_url, loaded)
+    for line in loaded.invalid:
+        click.secho(f"invalid: {line.describe()}", err=True, fg="red")
+    if loaded.invalid and not skip_invalid:
+        click.secho(
+            f"Error: nothing sent: {len(loaded.invalid)} invalid job(s); fix them or pass "
+            "--skip-invalid",
+            err=True,
+            fg="red",
+        )
+        ctx.exit(finish_submit(receipt, as_json, ExitCode.BAD_INPUT))
+    sqs = client_for("sqs", target.aws)
+    preflight_queue(sqs, queue_url)
+    note_existing(receipt, target, loaded, threads)
+    started = time.monotonic()
+    with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
+        report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
+    sent = set(report.sent)
+    if sent and target.controller_arn:
+        warning = invoke_controller(client_for("lambda", target.aws), target.controller_arn)
+        if warning:
+            click.echo(f"warning: {warning}", err=True)
+    receipt.sent = len(sent)
+    receipt.failed = report.failed
+    receipt.calls = report.calls
+    receipt.ids = [job_id for job_id in loaded.ids if job_id in sent]
+    receipt.elapsed_s = round(time.monotonic() - started, 3)
+    ctx.exit(finish_submit(receipt, as_json, ExitCode.FAILED if report.failed else ExitCode.OK))
+
+
+def note_existing(receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, threads: int) -> None:
+    """How many jobs replace an existing output; nothing when the bucket cannot be read."""
+    if not (target.bucket and loaded.valid):
+        return
+    existing = existing_outputs(client_for("s3", target.aws), target, loaded.valid, threads)
+    if existing is not None:
+        receipt.replaces, receipt.already_done = existing.replaces, existing.done
+
+
+def finish_submit(receipt: SubmitReceipt, as_json: bool, code: ExitCode) -> ExitCode:
+    if as_json:
+        look.emit_json(receipt.to_json())
+        return code
+    for job_id, reason in sorted(receipt.failed.items()):
+        click.secho(f"failed: {job_id}: {reason}", err=True, fg="red")
+    click.echo(
+        f"sent {receipt.sent} of {receipt.total} job(s) in {receipt.calls} "
+        f"SendMessageBatch call(s); {len(receipt.failed)} failed, "
+        f"{len(receipt.invalid)} invalid, {receipt.duplicates} duplicate(s) dropped"
+    )
+    if receipt.replaces:
+        click.echo(f"{receipt.replaces} job(s) replace an existing output (edited)")
+    if receipt.already_done:
+        click.echo(f"{receipt.already_done} job(s) already done: no synthesis")
+    return code

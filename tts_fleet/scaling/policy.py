@@ -1,0 +1,132 @@
+"""The one interface every driver of a scaling mode uses, implemented once per mode.
+
+A `Policy` is told what the queue holds (`observe`, at every change or every sample), asked
+for the service's desired count (`decide`, every `period_s`, given the service's running and
+pending tasks), and asked whether it has anything left to do (`settled`, `quiet`). The
+simulator drives it on virtual time (tts_fleet/sim/scalers.py), the local fleet on its tick
+clock (tts_fleet/local/scaler.py) and the deployed controller on the wall clock
+(tts_fleet/controller/handler.py); none of them computes capacity itself.
+
+- `AlarmsPolicy` (`scaling.mode: alarms`): CloudWatch datapoints, the two alarms and
+  Application Auto Scaling (tts_fleet/scaling/alarms.py), evaluated once a minute.
+- `ControllerPolicy` (`scaling.mode: controller`, the default): `decide` of
+  tts_fleet/scaling/controller.py on a 10-s sample, with the state it carries between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
+from tts_fleet.scaling.bands import ScalingParams, outstanding
+from tts_fleet.scaling.controller import (
+    SAMPLE_INTERVAL_S,
+    ControllerParams,
+    ControllerState,
+    Observation,
+    decide,
+)
+
+MODES = ("controller", "alarms")  # scaling.mode: the first is the default
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The queue as GetQueueAttributes reports it."""
+
+    visible: int  # ApproximateNumberOfMessages
+    in_flight: int  # ApproximateNumberOfMessagesNotVisible
+
+    @property
+    def outstanding(self) -> int:
+        return outstanding(self.visible, self.in_flight)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The service as DescribeServices reports it."""
+
+    running: int  # runningCount
+    pending: int  # pendingCount: launches under way
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One evaluation: the desired count and why, in each mode's words."""
+
+    desired: int
+    alarm: str  # alarms: the alarm in ALARM ("scale-out" | "idle" | "ok"); else "controller"
+    reason: str = ""  # controller: decide's reason ("backlog", "warm-one", …)
+
+
+class Policy(Protocol):
+    period_s: float  # seconds between two evaluations
+
+    def observe(self, now: float, counts: Counts) -> None:
+        """The queue holds `counts` from `now` on."""
+
+    def decide(self, now: float, fleet: Fleet) -> Decision:
+        """One evaluation at `now`: the service's desired count."""
+
+    def quiet(self) -> bool:
+        """Nothing still in the policy's metric pipeline can scale out: a caller with a
+        virtual clock may skip ahead to the next arrival."""
+
+    def settled(self) -> bool:
+        """Nothing outstanding and the desired count back at minWorkers (the caller adds
+        its fleet's own state: tasks, hosts)."""
+
+
+class AlarmsPolicy:
+    """The alarms mode: outstanding reduced to 1-minute datapoints, published `lag_s` late,
+    evaluated by both alarms every minute, with the step policy's cooldown."""
+
+    period_s = PERIOD_S
+
+    def __init__(self, cfg: ScalingParams, *, lag_s: float, cooldown_s: float = 0.0) -> None:
+        self.autoscaler = Autoscaler(cfg, lag_s=lag_s, cooldown_s=cooldown_s)
+
+    def observe(self, now: float, counts: Counts) -> None:
+        self.autoscaler.observe(now, counts.outstanding)
+
+    def decide(self, now: float, fleet: Fleet) -> Decision:
+        del fleet  # the alarms read the queue's metric only
+        evaluation = self.autoscaler.decide(now)
+        return Decision(evaluation.desired, evaluation.alarm)
+
+    def quiet(self) -> bool:
+        return self.autoscaler.quiet()
+
+    def settled(self) -> bool:
+        return self.autoscaler.settled()
+
+
+class ControllerPolicy:
+    """The controller mode: `decide` on the last observed counts (read live: no metric lag)
+    and the service's counts, every SAMPLE_INTERVAL_S, carrying its state between calls."""
+
+    period_s = SAMPLE_INTERVAL_S
+
+    def __init__(self, params: ControllerParams, state: ControllerState | None = None) -> None:
+        self.params = params
+        self.state = ControllerState() if state is None else state
+        self.desired = params.min_workers
+        self._counts = Counts(0, 0)
+
+    def observe(self, now: float, counts: Counts) -> None:
+        del now  # the controller samples: only the latest counts matter
+        self._counts = counts
+
+    def decide(self, now: float, fleet: Fleet) -> Decision:
+        counts = self._counts
+        obs = Observation(now, counts.visible, counts.in_flight, fleet.running, fleet.pending)
+        decision = decide(self.params, self.state, obs)
+        self.state, self.desired = decision.state, decision.desired
+        return Decision(decision.desired, "controller", decision.reason)
+
+    def quiet(self) -> bool:
+        return True  # no metric pipeline: what it decides next depends on the next sample
+
+    def settled(self) -> bool:
+        return self._counts.outstanding == 0 and self.desired == self.params.min_workers
