@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/chaos.py --seed 1 [--jobs 1000] [--workers 4]
 
 moto runs in its own process with a VERSIONED bucket, so every PUT of a key is one version
-and an overwrite is counted, not hidden. The workers reach moto through a fault proxy in this
-process; the benchmark itself talks to moto directly. On a seeded schedule it:
+and an overwrite is counted, not hidden. The workers reach moto through the fault proxy
+(tts_fleet/local/faults.py); the benchmark itself talks to moto directly. On a seeded schedule it:
 - SIGKILLs a worker (its held messages come back after VISIBILITY_TIMEOUT);
 - SIGTERMs a worker and times its exit against its STOP_TIMEOUT_SECONDS;
 - SIGTERMs a worker 0.05-0.5 s after it was spawned (inside its imports);
@@ -28,14 +28,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import queue
 import random
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -43,15 +40,20 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import boto3
 
 from tts_fleet.local import procs
-from tts_fleet.local.emulator import emulator_env
+from tts_fleet.local.emulator import (
+    StackResources,
+    create_stack,
+    emulator_env,
+    visible_and_in_flight,
+)
+from tts_fleet.local.faults import Brownout, FaultProxy
 from worker.jobs import Job, manifest_key
 from worker.settings import worker_env
 
@@ -60,10 +62,11 @@ MAX_RECEIVE_COUNT = 10
 MAX_TEXT_CHARS = 2_000
 # The workers' settings: faults resolve in seconds. STOP is each worker's stop budget.
 STOP_TIMEOUT_SECONDS = 6.0
+VISIBILITY_TIMEOUT = 8
 WORKER = dict(
     concurrency=4,
     wait_time_seconds=2,
-    visibility_timeout=8,
+    visibility_timeout=VISIBILITY_TIMEOUT,
     heartbeat_seconds=2,
     stop_timeout_seconds=STOP_TIMEOUT_SECONDS,
     health_timeout_seconds=180,
@@ -75,141 +78,10 @@ WORKER = dict(
 )
 RESPAWN_SECONDS = 1.0
 SPEECH_LATENCY_MS = 150
-BROWNOUT_FAULT_RATE = 0.6
 FORMATS = ["wav"] * 6 + ["mp3", "flac", "pcm", "pcm"]
 WORDS = (
     "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "bold",
 )  # fmt: skip
-
-
-# ---- the fault proxy between the workers and moto ---------------------------------------
-
-
-@dataclass
-class Brownout:
-    """When SQS and S3 misbehave, and what was injected."""
-
-    rng: random.Random
-    until: float = 0.0
-    injected: Counter[str] = field(default_factory=Counter)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def fault(self, service: str, operation: str) -> str | None:
-        with self.lock:
-            if time.monotonic() >= self.until or self.rng.random() >= BROWNOUT_FAULT_RATE:
-                return None
-            kinds = ["unavailable", "throttled", "reset", "lost answer"]
-            kind = self.rng.choice(kinds)
-            self.injected[f"{service} {kind}"] += 1
-            return kind
-
-
-SQS_ERRORS = {
-    "unavailable": (503, "ServiceUnavailable"),
-    "throttled": (400, "RequestThrottled"),
-    "lost answer": (500, "InternalError"),
-}
-S3_ERRORS = {
-    "unavailable": (503, "SlowDown"),
-    "throttled": (503, "SlowDown"),
-    "lost answer": (500, "InternalError"),
-}
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "expect"}
-
-
-class FaultProxy(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    upstream = threading.local()
-
-    def _handle(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        target = self.headers.get("X-Amz-Target", "")
-        service = "sqs" if target.startswith("AmazonSQS.") else "s3"
-        operation = target.rpartition(".")[2] if service == "sqs" else self.command
-        fault = self.server.brownout.fault(service, operation)  # type: ignore[attr-defined]
-        if fault == "reset":
-            self._reset()
-            return
-        if fault == "lost answer":
-            self._forward(body)  # it lands; the answer does not
-        if fault is not None:
-            self._error(service, fault)
-            return
-        status, headers, answer = self._forward(body)
-        self._reply(status, headers, answer)
-
-    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
-
-    def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-        headers["Host"] = self.server.moto_host  # type: ignore[attr-defined]
-        for attempt in (1, 2):  # moto may have closed a kept-alive connection meanwhile
-            connection = self._upstream()
-            try:
-                connection.request(self.command, self.path, body=body, headers=headers)
-                response = connection.getresponse()
-                answer = response.read()
-                return response.status, response.getheaders(), answer
-            except (http.client.HTTPException, OSError):
-                self.upstream.connection = None
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _upstream(self) -> http.client.HTTPConnection:
-        if getattr(self.upstream, "connection", None) is None:
-            host, port = self.server.moto_host.split(":")  # type: ignore[attr-defined]
-            self.upstream.connection = http.client.HTTPConnection(host, int(port), timeout=60)
-        return self.upstream.connection  # type: ignore[no-any-return]
-
-    def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.send_response(status)
-        length = str(len(body))
-        for name, value in headers:
-            if name.lower() == "content-length" and self.command == "HEAD":
-                length = value  # a HEAD answer describes the object it did not send
-            elif name.lower() not in HOP_BY_HOP:
-                self.send_header(name, value)
-        self.send_header("Content-Length", length)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _error(self, service: str, fault: str) -> None:
-        status, code = (SQS_ERRORS if service == "sqs" else S3_ERRORS)[fault]
-        if service == "sqs":
-            body = json.dumps({"__type": f"com.amazonaws.sqs#{code}", "message": code}).encode()
-            headers = [
-                ("Content-Type", "application/x-amz-json-1.0"),
-                ("x-amzn-query-error", f"{code};Receiver"),
-            ]
-        else:
-            body = f"<Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
-            headers = [("Content-Type", "application/xml")]
-        self._reply(status, headers, b"" if self.command == "HEAD" else body)
-
-    def _reset(self) -> None:
-        """Closes the connection with a TCP RST and no answer (a reset connection)."""
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close_connection = True
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-class ProxyServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a reset connection is what was meant
-
-
-def start_proxy(moto_endpoint: str, brownout: Brownout) -> tuple[ProxyServer, str]:
-    server = ProxyServer(("127.0.0.1", 0), FaultProxy)
-    server.brownout = brownout  # type: ignore[attr-defined]
-    server.moto_host = moto_endpoint.removeprefix("http://")  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 # ---- processes ----------------------------------------------------------------------------
@@ -503,7 +375,7 @@ class Chaos(threading.Thread):
         return True
 
     def _brownout(self) -> bool:
-        self.brownout.until = time.monotonic() + self.rng.uniform(4, 9)
+        self.brownout.start(self.rng.uniform(4, 9))
         self._kill()  # its replacement starts inside the brownout
         return True
 
@@ -513,20 +385,6 @@ class Chaos(threading.Thread):
 
 def aws_env(endpoint: str) -> dict[str, str]:
     return {**os.environ, **emulator_env(endpoint), "PYTHONUNBUFFERED": "1"}
-
-
-def make_stack(sqs: Any, s3: Any) -> dict[str, str]:
-    dlq = sqs.create_queue(QueueName="chaos-dlq")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    redrive = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": str(MAX_RECEIVE_COUNT)})
-    queue = sqs.create_queue(
-        QueueName="chaos", Attributes={"VisibilityTimeout": "8", "RedrivePolicy": redrive}
-    )["QueueUrl"]
-    s3.create_bucket(Bucket="chaos-outputs")
-    s3.put_bucket_versioning(Bucket="chaos-outputs", VersioningConfiguration={"Status": "Enabled"})
-    return {"queue_url": queue, "dlq_url": dlq, "bucket": "chaos-outputs"}
 
 
 def versions(s3: Any, bucket: str, prefix: str) -> Counter[str]:
@@ -551,16 +409,6 @@ def drain_dlq(sqs: Any, dlq_url: str) -> list[dict[str, Any]]:
             ],
         )
     return messages
-
-
-def queue_depth(sqs: Any, queue_url: str) -> int:
-    attrs = sqs.get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]) + int(
-        attrs["ApproximateNumberOfMessagesNotVisible"]
-    )
 
 
 def completed_lines(runs: list[WorkerRun]) -> dict[str, list[str]]:
@@ -592,9 +440,9 @@ class Rig:
     endpoint: str
     sqs: Any
     s3: Any
-    names: dict[str, str]
+    stack: StackResources
     brownout: Brownout
-    proxy: ProxyServer
+    proxy: FaultProxy
     speech: Speech
     fleet: Fleet
 
@@ -604,14 +452,22 @@ def start_rig(seed: int, workers: int) -> Rig:
     moto, endpoint = procs.start_moto_server(os.environ, logs / "moto.log")
     os.environ.update(aws_env(endpoint))
     sqs, s3 = boto3.client("sqs", region_name=REGION), boto3.client("s3", region_name=REGION)
-    names = make_stack(sqs, s3)
+    stack = create_stack(
+        sqs,
+        s3,
+        "chaos",
+        max_receive_count=MAX_RECEIVE_COUNT,
+        visibility_timeout=VISIBILITY_TIMEOUT,
+        versioned=True,
+    )
     brownout = Brownout(random.Random(seed + 1))
-    proxy, proxy_url = start_proxy(endpoint, brownout)
+    proxy = FaultProxy(endpoint, brownout)
+    proxy_url = proxy.start()
     speech = Speech(logs)
     contract = worker_env(
-        queue_url=names["queue_url"].replace(endpoint, proxy_url),
-        dlq_url=names["dlq_url"].replace(endpoint, proxy_url),
-        output_bucket=names["bucket"],
+        queue_url=stack.queue_url.replace(endpoint, proxy_url),
+        dlq_url=stack.dlq_url.replace(endpoint, proxy_url),
+        output_bucket=stack.bucket,
         speech_url=speech.url,
         aws_region=REGION,
         **WORKER,
@@ -620,7 +476,7 @@ def start_rig(seed: int, workers: int) -> Rig:
     with fleet.lock:
         for _ in range(workers):
             fleet.spawn()
-    return Rig(logs, moto, endpoint, sqs, s3, names, brownout, proxy, speech, fleet)
+    return Rig(logs, moto, endpoint, sqs, s3, stack, brownout, proxy, speech, fleet)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -630,9 +486,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     poison = poison_bodies(args.poison)
     valid_keys = {manifest_key(job.job_id) for job in jobs}
     done = [0]
-    feeder = Feeder(
-        rig.sqs, rig.names["queue_url"], jobs, poison, rng, lambda: done[0], args.backlog
-    )
+    feeder = Feeder(rig.sqs, rig.stack.queue_url, jobs, poison, rng, lambda: done[0], args.backlog)
     chaos = Chaos(random.Random(args.seed + 2), rig.fleet, rig.speech, rig.brownout)
     print(f"seed {args.seed}: {len(jobs)} jobs + {len(poison)} poison; logs in {rig.logs}")
     try:
@@ -640,7 +494,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         chaos.start()
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
-            done[0] = len(manifests_done(rig.s3, rig.names["bucket"]) & valid_keys)
+            done[0] = len(manifests_done(rig.s3, rig.stack.bucket) & valid_keys)
             print(
                 f"  {time.monotonic() - feeder.started_at:5.0f}s {done[0]:5d} done, "
                 f"{len(rig.fleet.live)} workers, {dict(chaos.events)}",
@@ -654,12 +508,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         while chaos.is_alive():  # it may be waiting on a main-thread call
             tick_for(rig.fleet, 0.2)
         rig.speech.freeze(False)
-        rig.brownout.until = 0.0
+        rig.brownout.stop()
         settle(rig)
     finally:
         rig.fleet.stop_all()
         rig.speech.down()
-        rig.proxy.shutdown()
+        rig.proxy.stop()
     figures = measure(rig, jobs, poison, feeder, chaos, elapsed)
     procs.stop(rig.moto, 10)
     return figures
@@ -675,7 +529,7 @@ def tick_for(fleet: Fleet, seconds: float) -> None:
 def settle(rig: Rig) -> None:
     """After the last manifest: let the workers empty the queue (late duplicates, poison)."""
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and queue_depth(rig.sqs, rig.names["queue_url"]):
+    while time.monotonic() < deadline and any(visible_and_in_flight(rig.sqs, rig.stack.queue_url)):
         tick_for(rig.fleet, 1.0)
 
 
@@ -697,9 +551,9 @@ def measure(
 
 
 def storage_figures(rig: Rig, valid: set[str]) -> dict[str, Any]:
-    outputs = versions(rig.s3, rig.names["bucket"], "outputs/")
+    outputs = versions(rig.s3, rig.stack.bucket, "outputs/")
     manifests = {k: n for k, n in outputs.items() if k.endswith(".json")}
-    failures = versions(rig.s3, rig.names["bucket"], "failures/")
+    failures = versions(rig.s3, rig.stack.bucket, "failures/")
     return {
         "lost": len(valid - {job_id(key) for key in manifests}),
         "manifests written twice": sum(1 for n in manifests.values() if n > 1),
@@ -709,9 +563,9 @@ def storage_figures(rig: Rig, valid: set[str]) -> dict[str, Any]:
 
 
 def dlq_figures(rig: Rig, jobs: list[Job], poison: list[str], valid: set[str]) -> dict[str, Any]:
-    bodies = Counter(m["Body"] for m in drain_dlq(rig.sqs, rig.names["dlq_url"]))
+    bodies = Counter(m["Body"] for m in drain_dlq(rig.sqs, rig.stack.dlq_url))
     valid_bodies = {job.body() for job in jobs}
-    failures = versions(rig.s3, rig.names["bucket"], "failures/")
+    failures = versions(rig.s3, rig.stack.bucket, "failures/")
     twice = [body[:40] for body in poison if bodies[body] > 1]
     return {
         "poison in the DLQ": f"{sum(1 for body in poison if bodies[body])}/{len(poison)}",
@@ -748,7 +602,7 @@ def metric_figures(rig: Rig) -> dict[str, Any]:
     runs = rig.fleet.done + rig.fleet.live
     by_id = {r.worker_id: r for r in runs}
     completed = completed_lines(runs)
-    manifests = {job_id(k) for k in manifests_done(rig.s3, rig.names["bucket"])}
+    manifests = {job_id(k) for k in manifests_done(rig.s3, rig.stack.bucket)}
     missing = Counter(why_uncounted(rig, by_id, job) for job in manifests - set(completed))
     twice = Counter(why_twice(by_id, workers) for workers in completed.values() if len(workers) > 1)
     return {
@@ -772,7 +626,7 @@ def why_uncounted(rig: Rig, runs: dict[str, WorkerRun], job: str) -> str:
     """Why no worker emitted JobsCompleted for this manifest: the line goes out before the
     delete, and a redelivery of the message that made the manifest counts it, so this should
     not happen; the writer's log tells what did."""
-    run = runs.get(writer(rig.s3, rig.names["bucket"], job))
+    run = runs.get(writer(rig.s3, rig.stack.bucket, job))
     if run is None:
         return "writer unknown"
     return f"writer {run.worker_id} ({run.signalled or 'not signalled'})"

@@ -1,6 +1,12 @@
-"""Every bad input, through the real `tts-fleet` console script (a subprocess, as a user runs
-it): one `Error: …` line on stderr, no traceback, and the documented exit code
-(tts_fleet/exit_codes.py: 2 bad input or usage, 3 a missing tool)."""
+"""Every bad input, through the real `tts-fleet` console script: one `Error: …` line on stderr,
+no traceback, and the documented exit code (tts_fleet/exit_codes.py: 2 bad input or usage,
+3 a missing tool).
+
+The table runs in process through `tts_fleet.cli.main.main`, the console script's own entry
+point (it maps every exception to its line and exit code), with the case's environment, working
+directory and argv, and no boto3 client left from an earlier call. One case of each kind of
+failure (a usage error, a command's bad input, a missing tool) also runs as a subprocess, as a
+user runs it."""
 
 from __future__ import annotations
 
@@ -14,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tts_fleet.cli.main import main
+from tts_fleet.client.aws import aws_client
 from tts_fleet.exit_codes import ExitCode
-
-pytestmark = pytest.mark.processes
 
 SCRIPT = Path(sys.executable).with_name("tts-fleet")
 BAD, TOOL = ExitCode.BAD_INPUT, ExitCode.MISSING_TOOL
@@ -220,26 +226,67 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def run(project: Path, case: Case) -> subprocess.CompletedProcess[str]:
+def clean_env(case: Case) -> dict[str, str]:
+    """This environment without the tool's own and AWS's variables, then the case's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TTS_FLEET_", "AWS_"))}
-    env.update(NO_AWS)
-    env.update(case.env or {})
+    return {**env, **NO_AWS, **(case.env or {})}
+
+
+def run_in_process(
+    project: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    """`main()` as the console script calls it: its exit code and its stderr."""
+    env = clean_env(case)
+    for key in list(os.environ):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "argv", ["tts-fleet", *case.argv])
+    aws_client.cache_clear()  # a fresh process has no client with earlier credentials
+    with pytest.raises(SystemExit) as exited:
+        main()
+    code = exited.value.code
+    assert isinstance(code, int), code
+    return code, capsys.readouterr().err
+
+
+def run_subprocess(project: Path, case: Case) -> tuple[int, str]:
     argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "tts_fleet"]
-    return subprocess.run(
+    env = clean_env(case)
+    done = subprocess.run(
         [*argv, *case.argv], cwd=project, env=env, capture_output=True, text=True, timeout=60
     )
+    return done.returncode, done.stderr
+
+
+def assert_one_error_line(case: Case, code: int, stderr: str) -> None:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert "Traceback" not in stderr, stderr
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1, stderr  # exactly one error line (invalid lines may precede)
+    assert lines[-1] == errors[0], stderr  # and it is the last word
+    assert case.says in errors[0], errors[0]
+    assert code == case.code, stderr
 
 
 @pytest.mark.parametrize("case", [*CASES, _busy_port_case()], ids=lambda case: case.name)
-def test_a_bad_input_is_one_error_line_with_its_exit_code(project: Path, case: Case) -> None:
-    done = run(project, case)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert "Traceback" not in done.stderr, done.stderr
-    errors = [line for line in lines if line.startswith("Error: ")]
-    assert len(errors) == 1, done.stderr  # exactly one error line (invalid lines may precede)
-    assert lines[-1] == errors[0], done.stderr  # and it is the last word
-    assert case.says in errors[0], errors[0]
-    assert done.returncode == case.code, done.stderr
+def test_a_bad_input_is_one_error_line_with_its_exit_code(
+    project: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert_one_error_line(case, *run_in_process(project, case, monkeypatch, capsys))
+
+
+# One of each kind: click's usage error, a command's own bad input, and a missing tool.
+AS_A_USER_RUNS_IT = ("unknown command", "local YAML syntax error", "deploy without the pulumi CLI")
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(
+    "case", [case for case in CASES if case.name in AS_A_USER_RUNS_IT], ids=lambda case: case.name
+)
+def test_the_console_script_says_the_same_in_its_own_process(project: Path, case: Case) -> None:
+    assert_one_error_line(case, *run_subprocess(project, case))
 
 
 def test_the_table_covers_every_command() -> None:

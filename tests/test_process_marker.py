@@ -57,12 +57,23 @@ def test_a_process_marked_test_may_start_one() -> None:
 
 
 @pytest.mark.processes
-def test_swallowed_refusals_and_fixtures_still_fail(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_swallowed_refusals_and_fixtures_still_fail(tmp_path: Path, workers: list[str]) -> None:
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
     (tmp_path / "test_inner.py").write_text(INNER_TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    processes: starts one\n")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "test_inner.py"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            *workers,
+            "test_inner.py",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import boto3
@@ -10,27 +9,21 @@ import pytest
 
 from tests.lib.aws_events import counting_calls
 from tests.lib.client_stack import MAX_RECEIVE_COUNT, Stack
+from tts_fleet.local.emulator import create_stack
 
 
 @pytest.fixture
 def stack(aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Stack:
-    sqs = boto3.client("sqs")
-    dlq_url = sqs.create_queue(QueueName="tts-jobs-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])
-    policy = {
-        "deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"],
-        "maxReceiveCount": MAX_RECEIVE_COUNT,
-    }
-    queue_url = sqs.create_queue(
-        QueueName="tts-jobs", Attributes={"RedrivePolicy": json.dumps(policy)}
-    )["QueueUrl"]
-    boto3.client("s3").create_bucket(Bucket="tts-outputs")
-    names = {"TTS_FLEET_QUEUE_URL": queue_url, "TTS_FLEET_BUCKET": "tts-outputs"}
+    sqs, s3 = boto3.client("sqs"), boto3.client("s3")
+    created = create_stack(
+        sqs, s3, "tts-jobs", bucket="tts-outputs", max_receive_count=MAX_RECEIVE_COUNT
+    )
+    names = {"TTS_FLEET_QUEUE_URL": created.queue_url, "TTS_FLEET_BUCKET": created.bucket}
     for key, value in names.items():
         monkeypatch.setenv(key, value)
     for key in ("TTS_FLEET_DLQ_URL", "TTS_FLEET_OUTPUT_PREFIX"):
         monkeypatch.delenv(key, raising=False)
-    return Stack(queue_url, dlq_url, "tts-outputs", {**aws_env, **names})
+    return Stack(created.queue_url, created.dlq_url, created.bucket, {**aws_env, **names})
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ reads them. Always stop what you start: use the context managers or `Processes`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -25,6 +26,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tts_fleet.local import procs as local_procs
+from tts_fleet.local.emulator import create_stack
+
+# The emulator's one queue-counts reader, named here for the tests that import it from here.
+from tts_fleet.local.emulator import visible_and_in_flight as visible_and_in_flight
 from worker.settings import ENV_NAMES
 from worker.settings import worker_env as settings_env
 
@@ -206,32 +211,17 @@ def make_queues_and_bucket(
     name: str = "jobs",
     versioning: bool = True,
 ) -> dict[str, str]:
-    """A jobs queue with a DLQ redrive and a bucket (versioned, so PUTs can be counted)."""
-    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    redrive = f'{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"{max_receive_count}"}}'
-    queue_url = sqs.create_queue(
-        QueueName=name,
-        Attributes={"VisibilityTimeout": str(visibility_timeout), "RedrivePolicy": redrive},
-    )["QueueUrl"]
-    bucket = f"{name}-outputs"
-    s3.create_bucket(Bucket=bucket)
-    if versioning:
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    return {"queue_url": queue_url, "dlq_url": dlq_url, "bucket": bucket}
-
-
-def visible_and_in_flight(sqs: Any, queue_url: str) -> tuple[int, int]:
-    """(visible, in flight) — what the scaler calls outstanding when summed."""
-    attrs = sqs.get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]), int(
-        attrs["ApproximateNumberOfMessagesNotVisible"]
+    """`create_stack` with the tests' defaults (versioned, so PUTs can be counted), as the
+    dict `env_for` takes."""
+    created = create_stack(
+        sqs,
+        s3,
+        name,
+        max_receive_count=max_receive_count,
+        visibility_timeout=visibility_timeout,
+        versioned=versioning,
     )
+    return dataclasses.asdict(created)
 
 
 def list_keys(s3: Any, bucket: str, prefix: str = "") -> list[str]:

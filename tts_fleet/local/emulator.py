@@ -101,40 +101,89 @@ def _lower(credentials: dict[str, str]) -> dict[str, str]:
     return {key.lower(): value for key, value in credentials.items()}
 
 
-def create_resources(endpoint: str, cfg: StackConfig, visibility_seconds: int) -> LocalAws:
-    """The queue, its DLQ (redrive after the stack's maxReceiveCount) and the bucket."""
-    sqs, s3 = clients(endpoint)
-    queue = cfg.queue
-    dlq_url = sqs.create_queue(
-        QueueName=DLQ_NAME,
-        Attributes={"MessageRetentionPeriod": str(queue.dlq_retention_days * SECONDS_PER_DAY)},
-    )["QueueUrl"]
+@dataclass(frozen=True)
+class StackResources:
+    """A jobs queue, the dead-letter queue its redrive policy names, and an output bucket."""
+
+    queue_url: str
+    dlq_url: str
+    bucket: str
+
+
+def create_stack(
+    sqs: Any,
+    s3: Any,
+    name: str,
+    *,
+    max_receive_count: int,
+    visibility_timeout: int | None = None,
+    dlq_name: str | None = None,
+    bucket: str | None = None,
+    versioned: bool = False,
+    retention_seconds: int | None = None,
+    dlq_retention_seconds: int | None = None,
+) -> StackResources:
+    """The queue `name`, its DLQ (`<name>-dlq` unless given) after `max_receive_count`
+    receives, and the bucket (`<name>-outputs` unless given): the stack's jobs path with the
+    attributes the worker and the CLI depend on (the stand-in set-up for the local fleet,
+    the tests and the benchmarks).
+
+    An option left at None keeps SQS's own default (visibility 30 s, retention 4 days).
+    `versioned` turns on bucket versioning, so that each PUT of a key is one version and a
+    test can count overwrites."""
+    dlq_attributes = _optional(MessageRetentionPeriod=dlq_retention_seconds)
+    dlq_url = sqs.create_queue(QueueName=dlq_name or f"{name}-dlq", Attributes=dlq_attributes)[
+        "QueueUrl"
+    ]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": queue.max_receive_count}
-    queue_url = sqs.create_queue(
-        QueueName=QUEUE_NAME,
-        Attributes={
-            "VisibilityTimeout": str(visibility_seconds),
-            "MessageRetentionPeriod": str(queue.retention_days * SECONDS_PER_DAY),
-            "RedrivePolicy": json.dumps(redrive),
-        },
-    )["QueueUrl"]
-    s3.create_bucket(Bucket=BUCKET)
-    return LocalAws(endpoint, queue_url, dlq_url, BUCKET, sqs, s3)
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}
+    attributes = {
+        **_optional(VisibilityTimeout=visibility_timeout, MessageRetentionPeriod=retention_seconds),
+        "RedrivePolicy": json.dumps(redrive),
+    }
+    queue_url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    bucket = bucket or f"{name}-outputs"
+    s3.create_bucket(Bucket=bucket)
+    if versioned:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    return StackResources(queue_url, dlq_url, bucket)
+
+
+def _optional(**attributes: int | None) -> dict[str, str]:
+    return {key: str(value) for key, value in attributes.items() if value is not None}
+
+
+def create_resources(endpoint: str, cfg: StackConfig, visibility_seconds: int) -> LocalAws:
+    """The local fleet's stack: its queue settings from the stack file's `queue` section."""
+    sqs, s3 = clients(endpoint)
+    queue = cfg.queue
+    created = create_stack(
+        sqs,
+        s3,
+        QUEUE_NAME,
+        dlq_name=DLQ_NAME,
+        bucket=BUCKET,
+        max_receive_count=queue.max_receive_count,
+        visibility_timeout=visibility_seconds,
+        retention_seconds=queue.retention_days * SECONDS_PER_DAY,
+        dlq_retention_seconds=queue.dlq_retention_days * SECONDS_PER_DAY,
+    )
+    return LocalAws(endpoint, created.queue_url, created.dlq_url, created.bucket, sqs, s3)
+
+
+def visible_and_in_flight(sqs: Any, queue_url: str) -> tuple[int, int]:
+    """One queue's (visible, in flight) messages: what DESIGN §4 sums as outstanding."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
+    visible, in_flight = (int(attributes[name]) for name in names)
+    return visible, in_flight
 
 
 def fleet_counts(aws: LocalAws) -> QueueCounts:
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    jobs = aws.sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=names)
-    dlq = aws.sqs.get_queue_attributes(QueueUrl=aws.dlq_url, AttributeNames=names)
-    attrs, dead = jobs["Attributes"], dlq["Attributes"]
-    return QueueCounts(
-        visible=int(attrs["ApproximateNumberOfMessages"]),
-        in_flight=int(attrs["ApproximateNumberOfMessagesNotVisible"]),
-        dead_letters=sum(int(dead[name]) for name in names),
-    )
+    visible, in_flight = visible_and_in_flight(aws.sqs, aws.queue_url)
+    return QueueCounts(visible, in_flight, sum(visible_and_in_flight(aws.sqs, aws.dlq_url)))
 
 
 def list_keys(aws: LocalAws, prefix: str) -> list[str]:
