@@ -12,6 +12,7 @@ baseline. moto runs in its own process; numbers depend on this machine's load.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -26,9 +27,8 @@ from typing import Any, TypeVar
 import boto3
 import httpx
 
-from tts_fleet.client.status import queue_counts
 from tts_fleet.local import procs
-from tts_fleet.local.emulator import emulator_env
+from tts_fleet.local.emulator import create_stack, emulator_env, visible_and_in_flight
 from worker.jobs import Job, audio_key, manifest_key
 
 REGION = "us-east-1"
@@ -79,23 +79,8 @@ class Worker:
         return [json.loads(x) for x in lines]
 
 
-def make_queues_and_bucket(sqs: Any, s3: Any, name: str) -> dict[str, str]:
-    """A jobs queue (visibility 60 s) with a DLQ after 5 receives, and an output bucket."""
-    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})
-    queue_url = sqs.create_queue(
-        QueueName=name, Attributes={"VisibilityTimeout": "60", "RedrivePolicy": redrive}
-    )["QueueUrl"]
-    s3.create_bucket(Bucket=f"{name}-outputs")
-    return {"queue_url": queue_url, "dlq_url": dlq_url, "bucket": f"{name}-outputs"}
-
-
 def outstanding(sqs: Any, queue_url: str) -> int:
-    counts = queue_counts(sqs, queue_url)
-    return counts["visible"] + counts["in_flight"]
+    return sum(visible_and_in_flight(sqs, queue_url))
 
 
 def job_batch(first: int, count: int) -> list[dict[str, str]]:
@@ -108,7 +93,8 @@ def job_batch(first: int, count: int) -> list[dict[str, str]]:
 def fresh_queue(endpoint: str, queued: int, name: str) -> tuple[Any, Any, dict[str, str]]:
     httpx.post(f"{endpoint}/moto-api/reset").raise_for_status()
     sqs, s3 = boto3.client("sqs"), boto3.client("s3")
-    names = make_queues_and_bucket(sqs, s3, name)
+    stack = create_stack(sqs, s3, name, max_receive_count=5, visibility_timeout=60)
+    names = dataclasses.asdict(stack)
     for start in range(0, queued, 10):
         entries = job_batch(start, min(10, queued - start))
         sqs.send_message_batch(QueueUrl=names["queue_url"], Entries=entries)

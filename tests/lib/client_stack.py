@@ -10,6 +10,7 @@ import boto3
 from click.testing import CliRunner, Result
 
 from tts_fleet.cli.main import cli
+from tts_fleet.local.emulator import visible_and_in_flight
 from worker.jobs import Manifest, audio_key, manifest_key, validate_job
 
 MAX_RECEIVE_COUNT = 3
@@ -34,13 +35,7 @@ def run_json(*args: str, input: str | None = None) -> tuple[int, dict[str, Any]]
 
 
 def depth(queue_url: str) -> int:
-    attributes = boto3.client("sqs").get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]) + int(
-        attributes["ApproximateNumberOfMessagesNotVisible"]
-    )
+    return sum(visible_and_in_flight(boto3.client("sqs"), queue_url))
 
 
 def drain_bodies(queue_url: str) -> list[dict[str, Any]]:
