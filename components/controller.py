@@ -142,6 +142,7 @@ class ScalingControllerArgs(ComponentArgs):
 class ScalingController(pulumi.ComponentResource):
     function_name: pulumi.Output[str]
     function_arn: pulumi.Output[str]
+    role_arn: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
     schedule_name: pulumi.Output[str]
 
@@ -187,6 +188,7 @@ class ScalingController(pulumi.ComponentResource):
         schedule = self._schedule(name, function, args.queue_arn)
         self.function_name = function.name
         self.function_arn = function.arn
+        self.role_arn = role.arn  # the one writer of controller/
         self.log_group_name = logs.name
         self.schedule_name = schedule.name
         self.register_outputs(

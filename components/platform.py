@@ -32,7 +32,7 @@ from components.notifications import CompletionEvents, CompletionEventsArgs
 from components.observability import Observability, ObservabilityArgs, Widget
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
-from components.storage import OutputBucket, OutputBucketArgs
+from components.storage import BucketWriters, BucketWritersArgs, OutputBucket, OutputBucketArgs
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
 
@@ -99,6 +99,7 @@ class Platform(pulumi.ComponentResource):
                 expire_days=cfg.outputs.expire_days,
                 on_destroy=cfg.outputs.on_destroy,
                 reader_policy=True,
+                policy="named-writers",  # BucketWriters, once the writers' roles exist
             ),
             opts=child,
         )
@@ -150,7 +151,7 @@ class Platform(pulumi.ComponentResource):
         # The mode, chosen once: the step policy and its alarms, or the controller function
         # with its safety net and its graph on the dashboard.
         scaling_widget: Widget | None = None
-        self.controller_function_arn = None
+        self.controller_function_arn = controller_role_arn = None
         on_it = pulumi.ResourceOptions(parent=target)
         if controller_name is None:
             StepScaling(f"{name}-autoscaling", on_target, opts=on_it)
@@ -174,7 +175,19 @@ class Platform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[target]),
             )
             self.controller_function_arn = controller.function_arn
+            controller_role_arn = controller.role_arn
             scaling_widget = controller_widget(args.stack)
+        # After both writers' roles: each role's policy names the bucket, its policy names them.
+        BucketWriters(
+            f"{name}-outputs-writers",
+            BucketWritersArgs(
+                bucket=bucket,
+                task_role_arn=service.task_role_arn,
+                controller_role_arn=controller_role_arn,
+                break_glass_principal_arns=cfg.outputs.break_glass_principal_arns,
+            ),
+            opts=child,
+        )
         observability = Observability(
             f"{name}-observability",
             ObservabilityArgs(
