@@ -201,6 +201,7 @@ class Platform(pulumi.ComponentResource):
                 scaling_widget=scaling_widget,
                 account_id=account_id,
                 partition=partition,
+                controller_function_name=controller_name,
             ),
             opts=child,
         )

@@ -62,10 +62,15 @@ def test_controller_mode_adds_the_function_and_keeps_only_the_safety_net() -> No
             ROLE_POLICY: 2,
         }
     )
-    # The two step policies and their alarms become one safety-net policy and alarm.
-    assert alarms - lam == Counter(
-        {"tts-fleet:autoscaling:StepScaling": 1, SCALING_POLICY: 1, ALARM: 1}
-    )
+    # The two step policies and their alarms become one safety-net policy and alarm, and the
+    # alarm on the function failing (Observability's) takes the other alarm's place in count.
+    assert alarms - lam == Counter({"tts-fleet:autoscaling:StepScaling": 1, SCALING_POLICY: 1})
+    assert sorted(a.name for a in build("controller").of_type(ALARM)) == [
+        "tts-autoscaling-safety-net",
+        "tts-observability-controller-failing",
+        "tts-observability-dlq-messages",
+        "tts-observability-oldest-job",
+    ]
 
 
 def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:

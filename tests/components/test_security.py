@@ -167,9 +167,9 @@ def test_every_aws_resource_carries_the_cost_allocation_tag(dev: RecordingMocks)
     }
     urn = "urn:pulumi:dev::tts-fleet::pulumi:pulumi:Stack$pulumi:providers:aws::aws::aws-id"
     aws_resources = [r for r in dev.resources if r.type.startswith("aws:")]
-    # Every aws: resource of the dev stack (see test_platform); the controller adds 8 and
+    # Every aws: resource of the dev stack (see test_platform); the controller adds 9 and
     # leaves 1 of the 2 step policies and 1 of the 2 scaling alarms; the output bucket's
     # reader policy is 1 more; the default base image's ECR Public cache rule 1 more; the DLQ's
     # redrive-allow policy 1 more.
-    assert len(aws_resources) == 66 + 8 - 2 + 1 + 1 + 1
+    assert len(aws_resources) == 66 + 9 - 2 + 1 + 1 + 1
     assert {r.provider for r in aws_resources} == {urn}
