@@ -19,7 +19,7 @@ from components.autoscaling import (
     ScalableTargetArgs,
     StepScaling,
 )
-from components.capacity import GpuCapacity, GpuCapacityArgs
+from components.capacity import EndpointEgress, GpuCapacity, GpuCapacityArgs
 from components.controller import (
     ScalingController,
     ScalingControllerArgs,
@@ -82,7 +82,11 @@ class Platform(pulumi.ComponentResource):
             else None
         )
         network = Network(
-            f"{name}-network", NetworkArgs(config=cfg.network, region=region), opts=child
+            f"{name}-network",
+            NetworkArgs(
+                config=cfg.network, region=region, account_id=account_id, partition=partition
+            ),
+            opts=child,
         )
         queue = JobQueue(
             f"{name}-queue",
@@ -124,6 +128,7 @@ class Platform(pulumi.ComponentResource):
                 subnet_ids=network.private_subnet_ids,
                 partition=partition,
                 region=region,
+                endpoints=endpoint_egress(network),
             ),
             opts=child,
         )
@@ -255,6 +260,14 @@ class Platform(pulumi.ComponentResource):
         self.service_name = service.service_name
         self.image_uri = image.image_uri
         self.log_group_name = service.log_group_name
+
+
+def endpoint_egress(network: Network) -> EndpointEgress | None:
+    """The hosts' egress targets when the network has endpoints (`endpoints` mode)."""
+    group, prefix_list = network.endpoints_security_group_id, network.s3_prefix_list_id
+    if group is None or prefix_list is None:
+        return None
+    return EndpointEgress(security_group_id=group, s3_prefix_list_id=prefix_list)
 
 
 def worker_service_args(

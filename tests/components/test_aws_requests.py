@@ -317,6 +317,14 @@ def test_a_deliberate_mistake_is_reported(
     assert any(expected in line for line in found), found
 
 
+def test_an_endpoint_policy_is_checked_as_a_resource_policy() -> None:
+    request = one("CreateVpcEndpoint", "network-sqs", "endpoints")
+    assert problems(request) == []
+    broken = request.params["PolicyDocument"].replace('"Principal"', '"Grantee"')
+    found = problems(mutated(request, lambda p: p.update(PolicyDocument=broken)))
+    assert any(line.endswith("Statement[0] has no Principal") for line in found), found
+
+
 def test_an_input_without_a_mapping_raises_instead_of_being_dropped() -> None:
     recorded = graph("prod").one("aws:ecs/capacityProvider:CapacityProvider")
     resource = type(recorded)(

@@ -173,3 +173,36 @@ def test_every_aws_resource_carries_the_cost_allocation_tag(dev: RecordingMocks)
     # redrive-allow policy 1 more.
     assert len(aws_resources) == 66 + 9 - 2 + 1 + 1 + 1
     assert {r.provider for r in aws_resources} == {urn}
+
+
+def test_in_endpoints_mode_the_hosts_send_https_only_to_the_endpoints(
+    endpoints: RecordingMocks,
+) -> None:
+    groups = {g.name: g.inputs for g in endpoints.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    https = {"protocol": "tcp", "fromPort": 443, "toPort": 443}
+    assert groups["tts-capacity-sg"]["egress"] == [
+        {
+            **https,
+            "securityGroups": ["tts-network-endpoints-sg-id"],
+            "description": "AWS APIs through the interface endpoints: SQS, ECR, ECS, Logs, STS",
+        },
+        {
+            **https,
+            "prefixListIds": ["pl-tts-network-s3"],  # the S3 gateway endpoint's
+            "description": "S3 through the gateway endpoint: outputs and ECR image layers",
+        },
+    ]
+
+
+def test_elsewhere_the_hosts_send_https_anywhere(dev: RecordingMocks) -> None:
+    # nat (and existing): the APIs are reached through the NAT or the VPC's own routes.
+    groups = {g.name: g.inputs for g in dev.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    assert groups["tts-fleet-capacity-sg"]["egress"] == [
+        {
+            "protocol": "tcp",
+            "fromPort": 443,
+            "toPort": 443,
+            "cidrBlocks": ["0.0.0.0/0"],
+            "description": "AWS APIs: SQS, S3, ECR, ECS, CloudWatch Logs",
+        }
+    ]

@@ -132,6 +132,8 @@ def api_outputs(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[
     if typ in EC2_ID_PREFIX:
         rid = f"{EC2_ID_PREFIX[typ]}-{_hex(name, 17)}"
         out["arn"] = _arn("ec2", f"{EC2_ID_PREFIX[typ].replace('eipalloc', 'elastic-ip')}/{rid}")
+        if inputs.get("vpcEndpointType") == "Gateway":  # its service's prefix list
+            out["prefixListId"] = f"pl-{_hex(name, 17)}"
         return rid, out
     identity = _identity(typ, physical, inputs)
     rid = str(identity.pop("_id", physical))
@@ -1323,6 +1325,8 @@ MAX_TRUST_POLICY = 2048
 MAX_KEY_POLICY_BYTES = 32_768
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-bucket-policies.html
 MAX_BUCKET_POLICY_BYTES = 20_480
+# https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-access.html
+MAX_ENDPOINT_POLICY = 20_480
 # RedriveAllowPolicy: `byQueue` names 1..10 source queues; the others name none.
 # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html
 REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
@@ -1507,6 +1511,11 @@ RULES: dict[tuple[str, str], Callable[[dict[str, Any]], list[str]]] = {
     ),
     ("sqs", "CreateQueue"): queue_problems,
     ("sqs", "SetQueueAttributes"): redrive_allow_problems,
+    ("ec2", "CreateVpcEndpoint"): lambda p: (
+        policy_document_problems(p["PolicyDocument"], MAX_ENDPOINT_POLICY, principal=True)
+        if "PolicyDocument" in p
+        else []
+    ),
     ("s3", "PutBucketPolicy"): lambda p: policy_document_problems(
         p["Policy"], MAX_BUCKET_POLICY_BYTES, principal=True
     ),
