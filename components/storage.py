@@ -173,14 +173,16 @@ def _under(prefix: str) -> Callable[[str], str]:
 # IAM allows; the bucket policy also denies. Without the writers named, any principal of the
 # account whose own policy allows `s3:PutObject` on `*` (admins, CI, other apps) could plant
 # `outputs/` keys, forge `failures/` records or the controller's state. So `s3:PutObject` and
-# `s3:DeleteObject` are denied on `outputs/*` and `failures/*` unless `aws:PrincipalArn` is the
-# worker task role, and on `controller/*` unless it is the controller role (controller mode
-# only); the principals in `outputs.breakGlassPrincipalArns` are exempt from both.
+# `s3:DeleteObject` are denied on `outputs/*`, and `s3:PutObject` on `failures/*`, unless
+# `aws:PrincipalArn` is the worker task role; both on `controller/*` unless it is the
+# controller role (controller mode only). The principals in `outputs.breakGlassPrincipalArns`
+# are exempt from all three. Deleting a failure record stays with IAM: `tts-fleet dlq
+# redrive` deletes those of the jobs it moves back, with the operator's own credentials, so
+# that `wait` sees them pending again; a deletion can only make a failed job look pending.
 # `aws:PrincipalArn` of an assumed-role session is its role's ARN, so every task and every
 # invocation matches. S3 lifecycle expiry is not a request, so the deny does not stop it.
 
 WRITE_ACTIONS = ["s3:PutObject", "s3:DeleteObject"]
-WORKER_PREFIXES = (OUTPUTS_PREFIX, FAILURES_PREFIX)
 CONTROLLER_PREFIX = STATE_KEY.split("/")[0] + "/"
 
 
@@ -191,13 +193,13 @@ def tls_only_policy(bucket_arn: str) -> dict:
     }
 
 
-def _deny_others(sid: str, resources: list[str], writers: list[str]) -> dict:
+def _deny_others(sid: str, actions: list[str], resource: str, writers: list[str]) -> dict:
     return {
         "Sid": sid,
         "Effect": "Deny",
         "Principal": "*",
-        "Action": WRITE_ACTIONS,
-        "Resource": resources,
+        "Action": actions,
+        "Resource": resource,
         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": writers}},
     }
 
@@ -209,19 +211,25 @@ def bucket_policy(
     break_glass: tuple[str, ...] = (),
 ) -> dict:
     """TLS only; the worker alone writes its prefixes, the controller alone its state."""
+    worker = [task_role_arn, *break_glass]
     document = tls_only_policy(bucket_arn)
-    document["Statement"].append(
+    document["Statement"] += [
         _deny_others(
-            "OnlyTheWorkerWritesOutputs",
-            [f"{bucket_arn}/{prefix}*" for prefix in WORKER_PREFIXES],
-            [task_role_arn, *break_glass],
-        )
-    )
+            "OnlyTheWorkerWritesOutputs", WRITE_ACTIONS, f"{bucket_arn}/{OUTPUTS_PREFIX}*", worker
+        ),
+        _deny_others(
+            "OnlyTheWorkerWritesFailureRecords",
+            ["s3:PutObject"],
+            f"{bucket_arn}/{FAILURES_PREFIX}*",
+            worker,
+        ),
+    ]
     if controller_role_arn is not None:
         document["Statement"].append(
             _deny_others(
                 "OnlyTheControllerWritesItsState",
-                [f"{bucket_arn}/{CONTROLLER_PREFIX}*"],
+                WRITE_ACTIONS,
+                f"{bucket_arn}/{CONTROLLER_PREFIX}*",
                 [controller_role_arn, *break_glass],
             )
         )

@@ -32,43 +32,49 @@ TLS = {
 }
 
 
-def deny(sid: str, resources: list[str], writers: list[str]) -> dict[str, Any]:
+PUT_DELETE = ["s3:PutObject", "s3:DeleteObject"]
+
+
+def deny(sid: str, actions: list[str], resource: str, writers: list[str]) -> dict[str, Any]:
     return {
         "Sid": sid,
         "Effect": "Deny",
         "Principal": "*",
-        "Action": ["s3:PutObject", "s3:DeleteObject"],
-        "Resource": resources,
+        "Action": actions,
+        "Resource": resource,
         "Condition": {"ArnNotEquals": {"aws:PrincipalArn": writers}},
     }
 
 
-WORKER_ONLY = "OnlyTheWorkerWritesOutputs"
-CONTROLLER_ONLY = "OnlyTheControllerWritesItsState"
-OUTPUTS = [f"{BUCKET}/outputs/*", f"{BUCKET}/failures/*"]
-STATE = [f"{BUCKET}/controller/*"]
+def outputs(*writers: str, bucket: str = BUCKET) -> dict[str, Any]:
+    return deny("OnlyTheWorkerWritesOutputs", PUT_DELETE, f"{bucket}/outputs/*", list(writers))
+
+
+def failures(*writers: str, bucket: str = BUCKET) -> dict[str, Any]:
+    # Put only: `dlq redrive` deletes the failure records of the jobs it moves back.
+    return deny(
+        "OnlyTheWorkerWritesFailureRecords", ["s3:PutObject"], f"{bucket}/failures/*", list(writers)
+    )
+
+
+def state(*writers: str, bucket: str = BUCKET) -> dict[str, Any]:
+    return deny(
+        "OnlyTheControllerWritesItsState", PUT_DELETE, f"{bucket}/controller/*", list(writers)
+    )
 
 
 @pytest.mark.parametrize(
     ("controller", "glass", "statements"),
     [
         # Alarms mode: no controller, so no state to guard.
-        (None, (), [TLS, deny(WORKER_ONLY, OUTPUTS, [TASK])]),
-        (
-            CONTROLLER,
-            (),
-            [TLS, deny(WORKER_ONLY, OUTPUTS, [TASK]), deny(CONTROLLER_ONLY, STATE, [CONTROLLER])],
-        ),
+        (None, (), [TLS, outputs(TASK), failures(TASK)]),
+        (CONTROLLER, (), [TLS, outputs(TASK), failures(TASK), state(CONTROLLER)]),
         (
             CONTROLLER,
             (GLASS,),
-            [
-                TLS,
-                deny(WORKER_ONLY, OUTPUTS, [TASK, GLASS]),
-                deny(CONTROLLER_ONLY, STATE, [CONTROLLER, GLASS]),
-            ],
+            [TLS, outputs(TASK, GLASS), failures(TASK, GLASS), state(CONTROLLER, GLASS)],
         ),
-        (None, (GLASS,), [TLS, deny(WORKER_ONLY, OUTPUTS, [TASK, GLASS])]),
+        (None, (GLASS,), [TLS, outputs(TASK, GLASS), failures(TASK, GLASS)]),
     ],
 )
 def test_the_policy_denies_every_writer_but_the_named_ones(
@@ -94,15 +100,20 @@ def test_the_stack_names_its_task_role_controller_role_and_break_glass_roles() -
     task = "arn:aws:iam:us-east-1:123456789012:tts-worker-task-role"
     controller = "arn:aws:iam:us-east-1:123456789012:tts-controller-role"
     assert document["Statement"][1:] == [
-        deny(WORKER_ONLY, [f"{bucket}/outputs/*", f"{bucket}/failures/*"], [task, GLASS]),
-        deny(CONTROLLER_ONLY, [f"{bucket}/controller/*"], [controller, GLASS]),
+        outputs(task, GLASS, bucket=bucket),
+        failures(task, GLASS, bucket=bucket),
+        state(controller, GLASS, bucket=bucket),
     ]
     assert document["Statement"][0]["Sid"] == "DenyInsecureTransport"
 
 
 def test_alarms_mode_names_the_task_role_only() -> None:
     document = _graph_policy({"scaling": {"mode": "alarms"}})
-    assert [s["Sid"] for s in document["Statement"]] == ["DenyInsecureTransport", WORKER_ONLY]
+    assert [s["Sid"] for s in document["Statement"]] == [
+        "DenyInsecureTransport",
+        "OnlyTheWorkerWritesOutputs",
+        "OnlyTheWorkerWritesFailureRecords",
+    ]
 
 
 def placement(on_destroy: str) -> tuple[Any, list[Any], list[Any]]:
