@@ -35,8 +35,9 @@ HTTPS = 443
 # endpoint by presigned URLs that an ECR account signs, so no account condition can apply.
 # https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html#ecr-minimum-s3-perms
 ECR_LAYER_BUCKET = "prod-{region}-starport-layer-bucket"
-# No endpoint policy on the ECS agent's two endpoints: AWS documents none for them, and they
-# carry only the hosts' own agent sessions with this cluster. Every other endpoint gets one.
+# No endpoint policy on the ECS agent's two endpoints: AWS's endpoint-policy examples do not
+# cover them (whether they accept one could not be checked from here), and they carry only the
+# hosts' own agent sessions with this cluster. Every other endpoint gets one.
 WITHOUT_POLICY = ("ecs-agent", "ecs-telemetry")
 
 
@@ -47,7 +48,7 @@ def endpoint_policy(service: str, account: str, partition: str, region: str) -> 
     plus, for S3, ECR's layer bucket (its `AllowRequestsToAWSOwnedResources`). A request of
     the worker or the hosts (SQS, S3 outputs, ECR pulls, CloudWatch Logs, ECS) is made with
     this account's roles on this account's queue, bucket, repository, log groups and cluster.
-    Another account's bucket or queue is out of reach: the exfiltration path is closed."""
+    Another account's bucket or queue is out of reach: the obvious exfiltration path."""
     statements: list[dict] = [
         {
             "Sid": "ThisAccountsPrincipalsToThisAccountsResources",
