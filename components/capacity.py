@@ -24,7 +24,7 @@ from pulumi_aws.ecs import (
     CapacityProviderManagedInstancesProviderInstanceLaunchTemplateInstanceRequirementsArgsDict as Requirements,  # noqa: E501
 )
 
-from components.args import ComponentArgs
+from components.args import ComponentArgs, StrInput
 from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
 from tts_fleet.config.gpu import instance_requirements
@@ -77,6 +77,45 @@ def managed_instances_provider(
     }
 
 
+class EndpointEgress(ComponentArgs):
+    """Where the hosts' HTTPS goes in `network.mode: endpoints` (no internet route there)."""
+
+    security_group_id: StrInput  # the interface endpoints' security group
+    s3_prefix_list_id: StrInput  # the S3 gateway endpoint's prefix list
+
+
+def egress_rules(
+    endpoints: EndpointEgress | None,
+) -> list[aws.ec2.SecurityGroupEgressArgsDict]:
+    """HTTPS to the AWS APIs: through the VPC's endpoints only when it has them, else anywhere
+    (`nat` and `existing` reach the APIs through their own routes)."""
+    https: aws.ec2.SecurityGroupEgressArgsDict = {
+        "protocol": "tcp",
+        "from_port": HTTPS,
+        "to_port": HTTPS,
+    }
+    if endpoints is None:
+        return [
+            {
+                **https,
+                "cidr_blocks": ["0.0.0.0/0"],
+                "description": "AWS APIs: SQS, S3, ECR, ECS, CloudWatch Logs",
+            }
+        ]
+    return [
+        {
+            **https,
+            "security_groups": [endpoints.security_group_id],
+            "description": "AWS APIs through the interface endpoints: SQS, ECR, ECS, Logs, STS",
+        },
+        {
+            **https,
+            "prefix_list_ids": [endpoints.s3_prefix_list_id],
+            "description": "S3 through the gateway endpoint: outputs and ECR image layers",
+        },
+    ]
+
+
 class GpuCapacityArgs(ComponentArgs):
     gpu: GpuConfig
     host_idle_seconds: int
@@ -86,6 +125,7 @@ class GpuCapacityArgs(ComponentArgs):
     # when the component is built on its own.
     partition: str | pulumi.Output[str] | None = None
     region: str | pulumi.Output[str] | None = None
+    endpoints: EndpointEgress | None = None  # `network.mode: endpoints`: egress to them only
 
 
 class GpuCapacity(pulumi.ComponentResource):
@@ -108,15 +148,7 @@ class GpuCapacity(pulumi.ComponentResource):
             f"{name}-sg",
             vpc_id=args.vpc_id,
             description="GPU hosts and worker tasks: no ingress, HTTPS egress only",
-            egress=[
-                {
-                    "protocol": "tcp",
-                    "from_port": HTTPS,
-                    "to_port": HTTPS,
-                    "cidr_blocks": ["0.0.0.0/0"],
-                    "description": "AWS APIs: SQS, S3, ECR, ECS, CloudWatch Logs",
-                }
-            ],
+            egress=egress_rules(args.endpoints),
             opts=child,
         )
         invoke = pulumi.InvokeOutputOptions(parent=self)

@@ -37,6 +37,7 @@ TIMEOUT_SECONDS = 60
 MEMORY_MB = 128  # a few boto3 calls every 10 s
 LOG_RETENTION_DAYS = 30
 SCHEDULE = "rate(1 minute)"
+SCHEDULE_GROUP = "default"
 # A late tick is worth nothing once the next one is due: drop it rather than queue it
 # (Lambda would otherwise retry a throttled event for up to 6 hours).
 MAX_EVENT_AGE_SECONDS = 60
@@ -108,9 +109,20 @@ def invoke_policy(arn: str) -> dict:
     }
 
 
-def scheduler_trust(account: pulumi.Input[str]) -> dict:
-    """EventBridge Scheduler on behalf of this account only (the confused deputy)."""
-    return trust_policy("scheduler.amazonaws.com", {"StringEquals": {"aws:SourceAccount": account}})
+def schedule_arn(same_place_arn: str, name: str) -> str:
+    """The ARN of schedule `name` (default group) in the account and region of another ARN."""
+    _, partition, _, region, account = same_place_arn.split(":")[:5]
+    return f"arn:{partition}:scheduler:{region}:{account}:schedule/{SCHEDULE_GROUP}/{name}"
+
+
+def scheduler_trust(schedule: pulumi.Input[str]) -> dict:
+    """EventBridge Scheduler, for this one schedule only (the confused deputy): its ARN, and
+    so this account, since the role exists before the schedule that names it."""
+    account = pulumi.Output.from_input(schedule).apply(lambda arn: arn.split(":")[4])
+    return trust_policy(
+        "scheduler.amazonaws.com",
+        {"StringEquals": {"aws:SourceAccount": account, "aws:SourceArn": schedule}},
+    )
 
 
 def dashboard_widget(stack: str) -> tuple[str, list[list], str]:
@@ -142,6 +154,7 @@ class ScalingControllerArgs(ComponentArgs):
 class ScalingController(pulumi.ComponentResource):
     function_name: pulumi.Output[str]
     function_arn: pulumi.Output[str]
+    role_arn: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
     schedule_name: pulumi.Output[str]
 
@@ -184,9 +197,10 @@ class ScalingController(pulumi.ComponentResource):
             maximum_retry_attempts=0,
             opts=child,
         )
-        schedule = self._schedule(name, function, args.queue_arn)
+        schedule = self._schedule(name, function, args.queue_arn, args.function_name)
         self.function_name = function.name
         self.function_arn = function.arn
+        self.role_arn = role.arn  # the one writer of controller/
         self.log_group_name = logs.name
         self.schedule_name = schedule.name
         self.register_outputs(
@@ -235,14 +249,17 @@ class ScalingController(pulumi.ComponentResource):
         )
 
     def _schedule(
-        self, name: str, function: aws.lambda_.Function, queue_arn: StrInput
+        self, name: str, function: aws.lambda_.Function, queue_arn: StrInput, schedule_name: str
     ) -> aws.scheduler.Schedule:
         child = pulumi.ResourceOptions(parent=self)
-        # The stack's account, read off its queue's ARN rather than looked up again.
-        account = pulumi.Output.from_input(queue_arn).apply(lambda arn: arn.split(":")[4])
+        # A fixed name (the function's, unique in the account and region like it), so the
+        # role's trust names the schedule's ARN before the schedule exists: it needs the role.
+        arn = pulumi.Output.from_input(queue_arn).apply(
+            lambda queue: schedule_arn(queue, schedule_name)
+        )
         role = aws.iam.Role(
             f"{name}-scheduler-role",
-            assume_role_policy=pulumi.Output.json_dumps(scheduler_trust(account)),
+            assume_role_policy=pulumi.Output.json_dumps(scheduler_trust(arn)),
             opts=child,
         )
         grant = aws.iam.RolePolicy(
@@ -253,6 +270,8 @@ class ScalingController(pulumi.ComponentResource):
         )
         return aws.scheduler.Schedule(
             f"{name}-schedule",
+            name=schedule_name,
+            group_name=SCHEDULE_GROUP,
             description="Wake the scaling controller every minute",
             schedule_expression=SCHEDULE,
             flexible_time_window={"mode": "OFF"},

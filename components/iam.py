@@ -8,7 +8,7 @@ import pulumi
 
 
 def deny_insecure_transport(
-    resource: pulumi.Input[str] | list[pulumi.Output[str]], actions: str
+    resource: pulumi.Input[str] | list[str] | list[pulumi.Output[str]], actions: str
 ) -> dict:
     """The statement every queue, bucket and topic policy carries: no request without TLS."""
     return {

@@ -4,7 +4,10 @@
   `one-per-az`, and the free S3 gateway endpoint (ECR layers come from S3, so a 14 GB image
   pull does not pay NAT data processing).
 - `endpoints`: private subnets only, no internet route at all; the S3 gateway endpoint plus the
-  interface endpoints (private DNS) that ECS Managed Instances hosts and tasks need.
+  interface endpoints (private DNS) that ECS Managed Instances hosts and tasks need. Each
+  endpoint that takes a policy admits only this account's principals to this account's
+  resources (`endpoint_policy`), and the hosts' security group sends HTTPS only to the
+  endpoints' security group and the S3 prefix list (components/capacity.py).
 - `existing`: nothing is created; the given VPC and private subnets are used as they are.
 """
 
@@ -15,7 +18,7 @@ import ipaddress
 import pulumi
 import pulumi_aws as aws
 
-from components.args import ComponentArgs
+from components.args import ComponentArgs, StrInput
 from tts_fleet.config.models import NetworkConfig
 
 # What this component creates per config is in tts_fleet.config.topology (the cost model
@@ -28,6 +31,47 @@ DEFAULT_CIDR = "10.0.0.0/16"
 SUBNET_PREFIX = 20
 PUBLIC_OFFSET = 8
 HTTPS = 443
+# ECR keeps image layers in this AWS-owned bucket; a pull fetches them through the S3 gateway
+# endpoint by presigned URLs that an ECR account signs, so no account condition can apply.
+# https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html#ecr-minimum-s3-perms
+ECR_LAYER_BUCKET = "prod-{region}-starport-layer-bucket"
+# No endpoint policy on the ECS agent's two endpoints: AWS's endpoint-policy examples do not
+# cover them (whether they accept one could not be checked from here), and they carry only the
+# hosts' own agent sessions with this cluster. Every other endpoint gets one.
+WITHOUT_POLICY = ("ecs-agent", "ecs-telemetry")
+
+
+def endpoint_policy(service: str, account: str, partition: str, region: str) -> dict:
+    """This account's principals to this account's resources only: the pattern of AWS's data
+    perimeter examples (aws-samples/data-perimeter-policy-examples, vpc_endpoint_policies:
+    `AllowRequestsByOrgsIdentitiesToOrgsResources`, by account here instead of organization),
+    plus, for S3, ECR's layer bucket (its `AllowRequestsToAWSOwnedResources`). A request of
+    the worker or the hosts (SQS, S3 outputs, ECR pulls, CloudWatch Logs, ECS) is made with
+    this account's roles on this account's queue, bucket, repository, log groups and cluster.
+    Another account's bucket or queue is out of reach: the obvious exfiltration path."""
+    statements: list[dict] = [
+        {
+            "Sid": "ThisAccountsPrincipalsToThisAccountsResources",
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": "*",
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {"aws:PrincipalAccount": account, "aws:ResourceAccount": account}
+            },
+        }
+    ]
+    if service == "s3":
+        statements.append(
+            {
+                "Sid": "EcrImageLayers",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": "s3:GetObject",
+                "Resource": f"arn:{partition}:s3:::{ECR_LAYER_BUCKET.format(region=region)}/*",
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
@@ -42,11 +86,17 @@ class NetworkArgs(ComponentArgs):
     config: NetworkConfig
     cidr: str = DEFAULT_CIDR
     region: str | pulumi.Output[str] | None = None  # None: looked up when first needed
+    # The stack's account and partition for the endpoint policies (else looked up here).
+    account_id: StrInput | None = None
+    partition: StrInput | None = None
 
 
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     private_subnet_ids: pulumi.Output[list[str]]
+    # `endpoints` mode only (else None): where the hosts' HTTPS may go.
+    endpoints_security_group_id: pulumi.Output[str] | None
+    s3_prefix_list_id: pulumi.Output[str] | None
 
     def __init__(
         self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None
@@ -56,6 +106,7 @@ class Network(pulumi.ComponentResource):
         self._args = args
         self._region = None if args.region is None else pulumi.Output.from_input(args.region)
         cfg = args.config
+        self.endpoints_security_group_id = self.s3_prefix_list_id = None
         if cfg.mode == "existing":
             self.vpc_id = pulumi.Output.from_input(cfg.vpc_id)
             self.private_subnet_ids = pulumi.Output.from_input(list(cfg.subnet_ids))
@@ -93,7 +144,7 @@ class Network(pulumi.ComponentResource):
             tables = self._nat_routing(vpc, public, nat_count(cfg))
         else:
             tables = [aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, opts=child)]
-            self._interface_endpoints(vpc, private)
+            self.endpoints_security_group_id = self._interface_endpoints(vpc, private)
         for i, subnet in enumerate(private):
             aws.ec2.RouteTableAssociation(
                 f"{name}-private-{i}-rta",
@@ -101,14 +152,17 @@ class Network(pulumi.ComponentResource):
                 route_table_id=tables[i % len(tables)].id,
                 opts=child,
             )
-        aws.ec2.VpcEndpoint(
+        s3 = aws.ec2.VpcEndpoint(
             f"{name}-s3",
             vpc_id=vpc.id,
             service_name=self._service("s3"),
             vpc_endpoint_type="Gateway",
             route_table_ids=[t.id for t in tables],
+            policy=self._policy("s3") if cfg.mode == "endpoints" else None,
             opts=child,
         )
+        if cfg.mode == "endpoints":
+            self.s3_prefix_list_id = s3.prefix_list_id
         self.vpc_id = vpc.id
         self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private])
 
@@ -125,10 +179,25 @@ class Network(pulumi.ComponentResource):
             opts=self._child(),
         )
 
-    def _service(self, short: str) -> pulumi.Output[str]:
+    def _region_output(self) -> pulumi.Output[str]:
         if self._region is None:
             self._region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
-        return self._region.apply(lambda r: f"com.amazonaws.{r}.{short}")
+        return self._region
+
+    def _service(self, short: str) -> pulumi.Output[str]:
+        return self._region_output().apply(lambda r: f"com.amazonaws.{r}.{short}")
+
+    def _policy(self, short: str) -> pulumi.Output[str] | None:
+        if short in WITHOUT_POLICY:
+            return None
+        invoke = pulumi.InvokeOptions(parent=self)
+        account = self._args.account_id or aws.get_caller_identity_output(opts=invoke).account_id
+        partition = self._args.partition or aws.get_partition_output(opts=invoke).partition
+        return pulumi.Output.json_dumps(
+            pulumi.Output.all(account, partition, self._region_output()).apply(
+                lambda v: endpoint_policy(short, v[0], v[1], v[2])
+            )
+        )
 
     def _nat_routing(
         self, vpc: aws.ec2.Vpc, public: list[aws.ec2.Subnet], nats: int
@@ -168,7 +237,9 @@ class Network(pulumi.ComponentResource):
             )
         return tables
 
-    def _interface_endpoints(self, vpc: aws.ec2.Vpc, private: list[aws.ec2.Subnet]) -> None:
+    def _interface_endpoints(
+        self, vpc: aws.ec2.Vpc, private: list[aws.ec2.Subnet]
+    ) -> pulumi.Output[str]:
         name, child = self._name, self._child()
         # The endpoints' own SG: HTTPS in from this VPC only. The worker SG still has no ingress.
         sg = aws.ec2.SecurityGroup(
@@ -195,5 +266,7 @@ class Network(pulumi.ComponentResource):
                 private_dns_enabled=True,
                 subnet_ids=[s.id for s in private],
                 security_group_ids=[sg.id],
+                policy=self._policy(short),
                 opts=child,
             )
+        return sg.id

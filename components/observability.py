@@ -1,4 +1,5 @@
-"""Observability: alerts topic, DLQ and queue-age alarms, a dashboard, an optional budget.
+"""Observability: alerts topic, DLQ and queue-age alarms, a dashboard, an optional budget, and
+in controller mode an alarm when the scaling controller fails.
 
 The topic is encrypted with a customer managed KMS key: CloudWatch alarms and AWS Budgets
 cannot publish to a topic under the AWS managed key `alias/aws/sns`, whose key policy cannot
@@ -38,6 +39,16 @@ PERIOD_SECONDS = int(PERIOD_S)  # the queue's metrics, as the scaling alarms rea
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutDashboard.html
 _DASHBOARD_NAME_INVALID = re.compile(r"[^A-Za-z0-9_-]")
 PUBLISHERS = ("cloudwatch.amazonaws.com", "budgets.amazonaws.com")
+# The controller alarm: any failed run in a 5-minute window. It runs every minute, so a crash
+# loop (e.g. an unreadable state) shows within one window.
+CONTROLLER_ALARM_PERIOD_SECONDS = 300
+# Lambda's invocation metrics are counts per invocation, read with Sum.
+# https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html
+# Errors always count. Throttles count only in a window with no invocation at all: with
+# reserved concurrency 1, a `tts-fleet submit` wake while the function is sampling is throttled
+# by design (and dropped after MAX_EVENT_AGE), but a window of throttles and no run means the
+# function cannot run (its concurrency taken to 0, or the account's exhausted).
+CONTROLLER_FAILURES = "FILL(errors, 0) + IF(FILL(invocations, 0) == 0, FILL(throttles, 0), 0)"
 
 
 # One dashboard graph: (title, metric lines, statistic).
@@ -57,6 +68,8 @@ class ObservabilityArgs(ComponentArgs):
     # The stack's account and partition as Platform looked them up once (else looked up here).
     account_id: StrInput | None = None
     partition: StrInput | None = None
+    # The scaling controller's function (scaling.mode: controller), or None.
+    controller_function_name: StrInput | None = None
 
 
 def dashboard_name(stack: str, region: str) -> str:
@@ -206,6 +219,33 @@ def topic_policy(topic_arn: str, account: str) -> dict:
     }
 
 
+def controller_alarm_queries(
+    function_name: pulumi.Input[str],
+) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgsDict]:
+    """The controller alarm's metric queries: its failures per window, from three metrics."""
+    queries: list[aws.cloudwatch.MetricAlarmMetricQueryArgsDict] = [
+        {
+            "id": metric.lower(),
+            "return_data": False,
+            "metric": {
+                "namespace": "AWS/Lambda",
+                "metric_name": metric,
+                "dimensions": {"FunctionName": function_name},
+                "period": CONTROLLER_ALARM_PERIOD_SECONDS,
+                "stat": "Sum",
+            },
+        }
+        for metric in ("Errors", "Throttles", "Invocations")
+    ]
+    failures: aws.cloudwatch.MetricAlarmMetricQueryArgsDict = {
+        "id": "failures",
+        "expression": CONTROLLER_FAILURES,
+        "label": "Failed or unable to run",
+        "return_data": True,
+    }
+    return [*queries, failures]
+
+
 def budget_filter_value(stack: str) -> str:
     """Budgets' TagKeyValue format: `user:<key>$<value>`."""
     return f"user:{COST_TAG_KEY}${stack}"
@@ -267,6 +307,8 @@ class Observability(pulumi.ComponentResource):
             "the fleet is too small, stuck or at maxWorkers",
             topic, after_policy,
         )  # fmt: skip
+        if args.controller_function_name is not None:
+            self._controller_alarm(name, args.controller_function_name, topic, after_policy)
         board_name = pulumi.Output.from_input(args.region).apply(
             lambda region: dashboard_name(args.stack, region)
         )
@@ -323,6 +365,29 @@ class Observability(pulumi.ComponentResource):
             threshold=threshold,
             comparison_operator="GreaterThanOrEqualToThreshold",
             treat_missing_data="notBreaching",  # no metric: no messages
+            alarm_actions=[topic.arn],
+            ok_actions=[topic.arn],
+            opts=opts,
+        )
+
+    def _controller_alarm(
+        self,
+        name: str,
+        function_name: StrInput,
+        topic: aws.sns.Topic,
+        opts: pulumi.ResourceOptions,
+    ) -> aws.cloudwatch.MetricAlarm:
+        return aws.cloudwatch.MetricAlarm(
+            f"{name}-controller-failing",
+            alarm_description=(
+                "The scaling controller failed or could not run: the worker count is stuck"
+                " where it was. Its log group says why."
+            ),
+            metric_queries=controller_alarm_queries(function_name),
+            evaluation_periods=1,
+            threshold=1,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            treat_missing_data="notBreaching",  # no data: nothing failed
             alarm_actions=[topic.arn],
             ok_actions=[topic.arn],
             opts=opts,

@@ -19,7 +19,7 @@ from components.autoscaling import (
     ScalableTargetArgs,
     StepScaling,
 )
-from components.capacity import GpuCapacity, GpuCapacityArgs
+from components.capacity import EndpointEgress, GpuCapacity, GpuCapacityArgs
 from components.controller import (
     ScalingController,
     ScalingControllerArgs,
@@ -32,7 +32,7 @@ from components.notifications import CompletionEvents, CompletionEventsArgs
 from components.observability import Observability, ObservabilityArgs, Widget
 from components.queue import JobQueue, JobQueueArgs
 from components.service import WorkerService, WorkerServiceArgs
-from components.storage import OutputBucket, OutputBucketArgs
+from components.storage import BucketWriters, BucketWritersArgs, OutputBucket, OutputBucketArgs
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
 
@@ -82,7 +82,11 @@ class Platform(pulumi.ComponentResource):
             else None
         )
         network = Network(
-            f"{name}-network", NetworkArgs(config=cfg.network, region=region), opts=child
+            f"{name}-network",
+            NetworkArgs(
+                config=cfg.network, region=region, account_id=account_id, partition=partition
+            ),
+            opts=child,
         )
         queue = JobQueue(
             f"{name}-queue",
@@ -99,6 +103,7 @@ class Platform(pulumi.ComponentResource):
                 expire_days=cfg.outputs.expire_days,
                 on_destroy=cfg.outputs.on_destroy,
                 reader_policy=True,
+                policy="named-writers",  # BucketWriters, once the writers' roles exist
             ),
             opts=child,
         )
@@ -123,6 +128,7 @@ class Platform(pulumi.ComponentResource):
                 subnet_ids=network.private_subnet_ids,
                 partition=partition,
                 region=region,
+                endpoints=endpoint_egress(network),
             ),
             opts=child,
         )
@@ -150,7 +156,7 @@ class Platform(pulumi.ComponentResource):
         # The mode, chosen once: the step policy and its alarms, or the controller function
         # with its safety net and its graph on the dashboard.
         scaling_widget: Widget | None = None
-        self.controller_function_arn = None
+        self.controller_function_arn = controller_role_arn = None
         on_it = pulumi.ResourceOptions(parent=target)
         if controller_name is None:
             StepScaling(f"{name}-autoscaling", on_target, opts=on_it)
@@ -174,7 +180,19 @@ class Platform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[target]),
             )
             self.controller_function_arn = controller.function_arn
+            controller_role_arn = controller.role_arn
             scaling_widget = controller_widget(args.stack)
+        # After both writers' roles: each role's policy names the bucket, its policy names them.
+        BucketWriters(
+            f"{name}-outputs-writers",
+            BucketWritersArgs(
+                bucket=bucket,
+                task_role_arn=service.task_role_arn,
+                controller_role_arn=controller_role_arn,
+                break_glass_principal_arns=cfg.outputs.break_glass_principal_arns,
+            ),
+            opts=child,
+        )
         observability = Observability(
             f"{name}-observability",
             ObservabilityArgs(
@@ -188,6 +206,7 @@ class Platform(pulumi.ComponentResource):
                 scaling_widget=scaling_widget,
                 account_id=account_id,
                 partition=partition,
+                controller_function_name=controller_name,
             ),
             opts=child,
         )
@@ -241,6 +260,14 @@ class Platform(pulumi.ComponentResource):
         self.service_name = service.service_name
         self.image_uri = image.image_uri
         self.log_group_name = service.log_group_name
+
+
+def endpoint_egress(network: Network) -> EndpointEgress | None:
+    """The hosts' egress targets when the network has endpoints (`endpoints` mode)."""
+    group, prefix_list = network.endpoints_security_group_id, network.s3_prefix_list_id
+    if group is None or prefix_list is None:
+        return None
+    return EndpointEgress(security_group_id=group, s3_prefix_list_id=prefix_list)
 
 
 def worker_service_args(

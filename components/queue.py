@@ -1,5 +1,8 @@
 """JobQueue: the jobs queue, its DLQ with redrive, TLS-only policies and a producer policy.
 
+The DLQ's redrive-allow policy (`byQueue`) names the jobs queue only: no other queue of the
+account can dead-letter into it, so `dlq list` and `dlq redrive` see only this stack's jobs.
+
 Both queues use SQS-managed SSE. The queue policy denies any request that is not over TLS and,
 when `producers.principalArns` is set, allows those principals to SendMessage. Same-account
 producers get access by attaching the exported producer policy (SendMessage + GetQueueUrl on
@@ -26,6 +29,10 @@ SECONDS_PER_DAY = 86_400
 
 def redrive_policy(dlq_arn: str, max_receive_count: int) -> str:
     return json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count})
+
+
+def redrive_allow_policy(source_queue_arn: str) -> str:
+    return json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [source_queue_arn]})
 
 
 class JobQueueArgs(ComponentArgs):
@@ -76,6 +83,15 @@ class JobQueue(pulumi.ComponentResource):
             f"{name}-dlq-policy",
             queue_url=dlq.url,
             policy=pulumi.Output.json_dumps(self._queue_policy(dlq.arn, ())),
+            opts=child,
+        )
+        # Only the jobs queue may dead-letter into the DLQ: by default any queue of the account
+        # could, and `dlq redrive` would move its messages into the jobs queue. Its own
+        # resource: the jobs queue's redrive policy already needs the DLQ's ARN.
+        aws.sqs.RedriveAllowPolicy(
+            f"{name}-dlq-redrive-allow",
+            queue_url=dlq.url,
+            redrive_allow_policy=queue.arn.apply(redrive_allow_policy),
             opts=child,
         )
         producer = aws.iam.Policy(

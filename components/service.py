@@ -93,6 +93,7 @@ class WorkerService(pulumi.ComponentResource):
     service_name: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
     task_definition_arn: pulumi.Output[str]
+    task_role_arn: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: WorkerServiceArgs, opts: pulumi.ResourceOptions | None = None
@@ -146,6 +147,7 @@ class WorkerService(pulumi.ComponentResource):
         self.service_name = service.name
         self.log_group_name = logs.name
         self.task_definition_arn = task_definition.arn
+        self.task_role_arn = task_role.arn  # the one writer of outputs/ and failures/
         self.register_outputs(
             {"service_name": self.service_name, "log_group_name": self.log_group_name}
         )

@@ -1,8 +1,11 @@
 """OutputBucket: where audio, manifests and failure records land (DESIGN §3.3).
 
 Private by construction: Block Public Access on all four settings, BucketOwnerEnforced (ACLs
-off), SSE-S3 with a bucket key, a bucket policy that denies any request without TLS, and a
-lifecycle rule that expires objects after `outputs.expireDays` (0 = keep forever).
+off), SSE-S3 with a bucket key, and a lifecycle rule that expires objects after
+`outputs.expireDays` (0 = keep forever), and a bucket policy that denies any request without
+TLS. With `policy: named-writers` (the stack's outputs bucket) that policy also names who may
+write: BucketWriters (below) attaches it once the writers' roles exist, since their policies
+need this bucket's ARN and it needs theirs.
 
 `outputs.onDestroy` decides what `pulumi destroy` does with it. `delete`: `force_destroy`, so
 the provider empties the bucket (every object) and deletes it; S3 refuses to delete a bucket
@@ -22,8 +25,9 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import Field
 
-from components.args import ComponentArgs
+from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
+from tts_fleet.controller.settings import STATE_KEY
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 
 # Incomplete multipart uploads (an interrupted large upload) are billed until aborted.
@@ -34,11 +38,17 @@ class OutputBucketArgs(ComponentArgs):
     expire_days: int = Field(ge=0)
     on_destroy: Literal["retain", "delete"] = "retain"
     reader_policy: bool = False
+    # `named-writers`: the policy comes later, from BucketWriters, with the writers' ARNs.
+    policy: Literal["tls-only", "named-writers"] = "tls-only"
 
 
 class OutputBucket(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
     bucket_arn: pulumi.Output[str]
+    bucket_id: pulumi.Output[str]
+    public_access_block: aws.s3.BucketPublicAccessBlock
+    retain: bool
+    policy_name: str
     reader_policy_arn: pulumi.Output[str] | None
 
     def __init__(
@@ -76,22 +86,6 @@ class OutputBucket(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        aws.s3.BucketPolicy(
-            f"{name}-policy",
-            bucket=bucket.id,
-            policy=pulumi.Output.json_dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        deny_insecure_transport(
-                            [bucket.arn, bucket.arn.apply(lambda a: f"{a}/*")], "s3:*"
-                        )
-                    ],
-                }
-            ),
-            # S3 rejects a policy change while BPA is being applied concurrently.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[block], retain_on_delete=retain),
-        )
         aws.s3.BucketLifecycleConfiguration(
             f"{name}-lifecycle",
             bucket=bucket.id,
@@ -99,6 +93,11 @@ class OutputBucket(pulumi.ComponentResource):
             opts=child,
         )
         self.bucket_name, self.bucket_arn = bucket.bucket, bucket.arn
+        # What attach_policy needs, here or from BucketWriters.
+        self.bucket_id, self.public_access_block, self.retain = bucket.id, block, retain
+        self.policy_name = f"{name}-policy"
+        if args.policy == "tls-only":
+            attach_policy(self, bucket.arn.apply(tls_only_policy), owner=self)
         self.reader_policy_arn = None
         if args.reader_policy:
             reader = aws.iam.Policy(
@@ -167,3 +166,113 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
 def _under(prefix: str) -> Callable[[str], str]:
     """The keys under `prefix` of a bucket, from its ARN."""
     return lambda arn: f"{arn}/{prefix}*"
+
+
+# ---- the bucket policy: TLS only, and named writers ----------------------------------------
+#
+# IAM allows; the bucket policy also denies. Without the writers named, any principal of the
+# account whose own policy allows `s3:PutObject` on `*` (admins, CI, other apps) could plant
+# `outputs/` keys, forge `failures/` records or the controller's state. So `s3:PutObject` and
+# `s3:DeleteObject` are denied on `outputs/*`, and `s3:PutObject` on `failures/*`, unless
+# `aws:PrincipalArn` is the worker task role; both on `controller/*` unless it is the
+# controller role (controller mode only). The principals in `outputs.breakGlassPrincipalArns`
+# are exempt from all three. Deleting a failure record stays with IAM: `tts-fleet dlq
+# redrive` deletes those of the jobs it moves back, with the operator's own credentials, so
+# that `wait` sees them pending again; a deletion can only make a failed job look pending.
+# `aws:PrincipalArn` of an assumed-role session is its role's ARN, so every task and every
+# invocation matches. S3 lifecycle expiry is not a request, so the deny does not stop it.
+
+WRITE_ACTIONS = ["s3:PutObject", "s3:DeleteObject"]
+CONTROLLER_PREFIX = STATE_KEY.split("/")[0] + "/"
+
+
+def tls_only_policy(bucket_arn: str) -> dict:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [deny_insecure_transport([bucket_arn, f"{bucket_arn}/*"], "s3:*")],
+    }
+
+
+def _deny_others(sid: str, actions: list[str], resource: str, writers: list[str]) -> dict:
+    return {
+        "Sid": sid,
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": actions,
+        "Resource": resource,
+        "Condition": {"ArnNotEquals": {"aws:PrincipalArn": writers}},
+    }
+
+
+def bucket_policy(
+    bucket_arn: str,
+    task_role_arn: str,
+    controller_role_arn: str | None,
+    break_glass: tuple[str, ...] = (),
+) -> dict:
+    """TLS only; the worker alone writes its prefixes, the controller alone its state."""
+    worker = [task_role_arn, *break_glass]
+    document = tls_only_policy(bucket_arn)
+    document["Statement"] += [
+        _deny_others(
+            "OnlyTheWorkerWritesOutputs", WRITE_ACTIONS, f"{bucket_arn}/{OUTPUTS_PREFIX}*", worker
+        ),
+        _deny_others(
+            "OnlyTheWorkerWritesFailureRecords",
+            ["s3:PutObject"],
+            f"{bucket_arn}/{FAILURES_PREFIX}*",
+            worker,
+        ),
+    ]
+    if controller_role_arn is not None:
+        document["Statement"].append(
+            _deny_others(
+                "OnlyTheControllerWritesItsState",
+                WRITE_ACTIONS,
+                f"{bucket_arn}/{CONTROLLER_PREFIX}*",
+                [controller_role_arn, *break_glass],
+            )
+        )
+    return document
+
+
+def attach_policy(
+    bucket: OutputBucket, document: pulumi.Output[dict], owner: pulumi.ComponentResource
+) -> aws.s3.BucketPolicy:
+    """The bucket's one policy, under `owner`. Under another component it keeps its name and,
+    by an alias, its place under the bucket: `pulumi up` then updates it in place, where a new
+    policy created and the old one deleted would leave the bucket with none."""
+    return aws.s3.BucketPolicy(
+        bucket.policy_name,
+        bucket=bucket.bucket_id,
+        policy=pulumi.Output.json_dumps(document),
+        opts=pulumi.ResourceOptions(
+            parent=owner,
+            aliases=[] if owner is bucket else [pulumi.Alias(parent=bucket)],
+            # S3 rejects a policy change while BPA is being applied concurrently.
+            depends_on=[bucket.public_access_block],
+            retain_on_delete=bucket.retain,
+        ),
+    )
+
+
+class BucketWritersArgs(ComponentArgs):
+    bucket: OutputBucket  # built with policy="named-writers"
+    task_role_arn: StrInput
+    controller_role_arn: StrInput | None = None  # None: scaling.mode is alarms
+    break_glass_principal_arns: tuple[str, ...] = ()
+
+
+class BucketWriters(pulumi.ComponentResource):
+    """The outputs bucket's policy, built by Platform after the task and controller roles."""
+
+    def __init__(
+        self, name: str, args: BucketWritersArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("tts-fleet:storage:BucketWriters", name, None, opts)
+        glass = args.break_glass_principal_arns
+        document = pulumi.Output.all(
+            args.bucket.bucket_arn, args.task_role_arn, args.controller_role_arn
+        ).apply(lambda arns: bucket_policy(arns[0], arns[1], arns[2], glass))
+        attach_policy(args.bucket, document, owner=self)
+        self.register_outputs({})

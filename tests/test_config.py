@@ -79,6 +79,13 @@ RULES: list[tuple[dict[str, Any], list[str]]] = [
         {"network": {"mode": "vpn"}},
         ["tts-fleet:network.mode: must be one of 'nat', 'endpoints' or 'existing' (got 'vpn')"],
     ),
+    (
+        {"outputs": {"breakGlassPrincipalArns": ["arn:aws:iam::123456789012:role/ok", "admin"]}},
+        [
+            "tts-fleet:outputs.breakGlassPrincipalArns[1]: 'admin' is not an IAM account, user"
+            " or role ARN"
+        ],
+    ),
 ]
 
 # The edges of every range above are accepted.
@@ -89,6 +96,7 @@ VALID: list[dict[str, Any]] = [
     {"queue": {"visibilityTimeoutSeconds": 30, "maxReceiveCount": 1}},
     {"queue": {"visibilityTimeoutSeconds": 43200, "maxReceiveCount": 1000}},
     {"network": {**EXISTING, "subnetIds": TWO_SUBNETS}},
+    {"outputs": {"breakGlassPrincipalArns": ["arn:aws:iam::123456789012:role/ops/break-glass"]}},
     {"gpu": {"vcpu": {"min": 8, "max": 8}, "memoryGib": {"min": 32, "max": 32}, "gpuCount": 1}},
 ]
 

@@ -84,6 +84,8 @@ LISTED_TYPES = {
     "aws:lambda/function:Function",
     "aws:lambda/functionEventInvokeConfig:FunctionEventInvokeConfig",
     "aws:scheduler/schedule:Schedule",
+    "aws:sqs/redriveAllowPolicy:RedriveAllowPolicy",
+    "aws:s3/bucketPolicy:BucketPolicy",
 }
 # Recorded types this test does not convert (yet). A type missing from both this set and the
 # converters fails `test_every_recorded_type_is_converted_or_named_here`: decide, do not drift.
@@ -107,7 +109,6 @@ NOT_CONVERTED = {
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
-    "aws:s3/bucketPolicy:BucketPolicy",
     "aws:s3/bucketObjectv2:BucketObjectv2",
     "aws:ecr/repository:Repository",
     "aws:ecr/lifecyclePolicy:LifecyclePolicy",
@@ -167,6 +168,7 @@ def test_the_graphs_send_the_operations_each_type_maps_to() -> None:
         ("sqs", "CreateQueue"),
         ("sqs", "SetQueueAttributes"),
         ("s3", "PutBucketLifecycleConfiguration"),
+        ("s3", "PutBucketPolicy"),
         ("codebuild", "CreateProject"),
         ("kms", "CreateKey"),
         ("kms", "EnableKeyRotation"),
@@ -290,6 +292,13 @@ MUTATIONS: list[tuple[str, str, str, Callable[[dict[str, Any]], None], str]] = [
      "policy Version '2008-10-17' is not '2012-10-17'"),
     ("budget account id", "CreateBudget", "budget", lambda p: p.update(AccountId="1234"),
      "AccountId: 4 is below the model's min 12"),
+    ("redrive-allow by queue naming none", "SetQueueAttributes", "dlq-redrive-allow",
+     lambda p: p["Attributes"].update(
+         RedriveAllowPolicy='{"redrivePermission": "byQueue", "sourceQueueArns": []}'),
+     "RedriveAllowPolicy byQueue names 0 queues, not 1..10"),
+    ("bucket policy grammar version", "PutBucketPolicy", "outputs-policy",
+     lambda p: p.update(Policy=p["Policy"].replace("2012-10-17", "2008-10-17")),
+     "policy Version '2008-10-17' is not '2012-10-17'"),
 ]  # fmt: skip
 
 
@@ -306,6 +315,14 @@ def test_a_deliberate_mistake_is_reported(
     assert problems(request) == []
     found = problems(mutated(request, change))
     assert any(expected in line for line in found), found
+
+
+def test_an_endpoint_policy_is_checked_as_a_resource_policy() -> None:
+    request = one("CreateVpcEndpoint", "network-sqs", "endpoints")
+    assert problems(request) == []
+    broken = request.params["PolicyDocument"].replace('"Principal"', '"Grantee"')
+    found = problems(mutated(request, lambda p: p.update(PolicyDocument=broken)))
+    assert any(line.endswith("Statement[0] has no Principal") for line in found), found
 
 
 def test_an_input_without_a_mapping_raises_instead_of_being_dropped() -> None:

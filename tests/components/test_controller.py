@@ -21,6 +21,7 @@ import pulumi
 import pytest
 
 from components import controller as component
+from tests.lib.aws_requests import record_platform
 from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks
 from tests.lib.stack_support import PREBUILT, run_platform
 from tts_fleet.config import topology
@@ -62,10 +63,24 @@ def test_controller_mode_adds_the_function_and_keeps_only_the_safety_net() -> No
             ROLE_POLICY: 2,
         }
     )
-    # The two step policies and their alarms become one safety-net policy and alarm.
-    assert alarms - lam == Counter(
-        {"tts-fleet:autoscaling:StepScaling": 1, SCALING_POLICY: 1, ALARM: 1}
-    )
+    # The two step policies and their alarms become one safety-net policy and alarm, and the
+    # alarm on the function failing (Observability's) takes the other alarm's place in count.
+    assert alarms - lam == Counter({"tts-fleet:autoscaling:StepScaling": 1, SCALING_POLICY: 1})
+    assert sorted(a.name for a in build("controller").of_type(ALARM)) == [
+        "tts-autoscaling-safety-net",
+        "tts-observability-controller-failing",
+        "tts-observability-dlq-messages",
+        "tts-observability-oldest-job",
+    ]
+
+
+def test_the_scheduler_trust_names_the_arn_aws_gives_the_schedule() -> None:
+    # API-shaped mocks: the schedule's ARN as the provider returns it, not as the code builds it.
+    mocks = record_platform({"worker": {"image": PREBUILT}})
+    [role] = [r for r in mocks.of_type(ROLE) if r.name == "tts-controller-scheduler-role"]
+    [schedule] = [r for r in mocks.of_type("aws:scheduler/schedule:Schedule")]
+    condition = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]
+    assert condition["StringEquals"]["aws:SourceArn"] == mocks.outputs[schedule.name]["arn"]
 
 
 def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
@@ -157,15 +172,18 @@ def test_the_function_role_is_scoped_to_this_queue_service_and_state_object() ->
     }
 
 
-def test_the_scheduler_invokes_this_function_every_minute_for_this_account_only() -> None:
+def test_the_scheduler_invokes_this_function_every_minute_for_this_schedule_only() -> None:
     mocks = build("controller")
     trust = json.loads(named(mocks, ROLE, "tts-controller-scheduler-role")["assumeRolePolicy"])
+    schedule_arn = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/{NAME}"
     assert trust["Statement"] == [
         {
             "Effect": "Allow",
             "Principal": {"Service": "scheduler.amazonaws.com"},
             "Action": "sts:AssumeRole",
-            "Condition": {"StringEquals": {"aws:SourceAccount": ACCOUNT}},
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": schedule_arn}
+            },
         }
     ]
     grant = json.loads(named(mocks, ROLE_POLICY, "tts-controller-scheduler-policy")["policy"])
@@ -174,6 +192,8 @@ def test_the_scheduler_invokes_this_function_every_minute_for_this_account_only(
         {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": function_arn}
     ]
     schedule = mocks.one("aws:scheduler/schedule:Schedule").inputs
+    # Named like the function, so the trust above names it before it exists.
+    assert (schedule["name"], schedule["groupName"]) == (NAME, "default")
     assert schedule["scheduleExpression"] == "rate(1 minute)"
     assert schedule["flexibleTimeWindow"] == {"mode": "OFF"}
     assert schedule["target"]["arn"] == function_arn

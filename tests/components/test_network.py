@@ -6,12 +6,13 @@ the region); they pin what the program asks for.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
 import pytest
 
-from components.network import Network, NetworkArgs, subnet_cidrs
+from components.network import Network, NetworkArgs, endpoint_policy, subnet_cidrs
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tts_fleet.config.models import NetworkConfig
 from tts_fleet.config.topology import INTERFACE_ENDPOINTS, nat_count
@@ -146,3 +147,103 @@ def test_the_component_creates_what_the_topology_says(cfg: NetworkConfig) -> Non
         f"com.amazonaws.us-east-1.{s}" for s in services
     )
     assert len(mocks.of_type(NAT)) == (nat_count(cfg) if cfg.mode == "nat" else 0)
+
+
+# ---- endpoint policies: this account's principals to this account's resources --------------
+
+OWN = {
+    "Sid": "ThisAccountsPrincipalsToThisAccountsResources",
+    "Effect": "Allow",
+    "Principal": {"AWS": "*"},
+    "Action": "*",
+    "Resource": "*",
+    "Condition": {
+        "StringEquals": {
+            "aws:PrincipalAccount": "111122223333",
+            "aws:ResourceAccount": "111122223333",
+        }
+    },
+}
+
+
+def layers(resource: str) -> dict[str, Any]:
+    return {
+        "Sid": "EcrImageLayers",
+        "Effect": "Allow",
+        "Principal": {"AWS": "*"},
+        "Action": "s3:GetObject",
+        "Resource": resource,
+    }
+
+
+@pytest.mark.parametrize(
+    ("service", "partition", "region", "statements"),
+    [
+        ("sqs", "aws", "us-east-1", [OWN]),
+        ("ecr.api", "aws", "us-east-1", [OWN]),
+        (
+            "s3",
+            "aws",
+            "eu-west-1",
+            [OWN, layers("arn:aws:s3:::prod-eu-west-1-starport-layer-bucket/*")],
+        ),
+        (
+            "s3",
+            "aws-cn",
+            "cn-north-1",
+            [OWN, layers("arn:aws-cn:s3:::prod-cn-north-1-starport-layer-bucket/*")],
+        ),
+    ],
+)
+def test_endpoint_policy(
+    service: str, partition: str, region: str, statements: list[dict[str, Any]]
+) -> None:
+    assert endpoint_policy(service, "111122223333", partition, region) == {
+        "Version": "2012-10-17",
+        "Statement": statements,
+    }
+
+
+def test_endpoints_mode_puts_a_policy_on_every_endpoint_that_takes_one() -> None:
+    mocks, _ = build(NetworkConfig(mode="endpoints", az_count=2))
+    policies = {
+        e.name.removeprefix("net-"): json.loads(e.inputs["policy"])
+        if "policy" in e.inputs
+        else None
+        for e in mocks.of_type(ENDPOINT)
+    }
+    account = "123456789012"  # the recording mocks' caller identity
+    own = {**OWN, "Condition": {"StringEquals": {
+        "aws:PrincipalAccount": account, "aws:ResourceAccount": account}}}  # fmt: skip
+    s3 = layers("arn:aws:s3:::prod-us-east-1-starport-layer-bucket/*")
+    expected: dict[str, Any] = {
+        short.replace(".", "-"): {"Version": "2012-10-17", "Statement": [own]}
+        for short in INTERFACE_ENDPOINTS
+    }
+    expected |= {"ecs-agent": None, "ecs-telemetry": None}
+    expected["s3"] = {"Version": "2012-10-17", "Statement": [own, s3]}
+    assert policies == expected
+    # ...and it tells the hosts' security group where HTTPS may go.
+    group, prefix_list = egress_targets(NetworkConfig(mode="endpoints", az_count=2))
+    assert (group, prefix_list) == ("net-endpoints-sg-id", "pl-net-s3")
+
+
+def test_nat_mode_leaves_the_s3_gateway_open_and_names_no_egress_targets() -> None:
+    mocks, _ = build(NetworkConfig(mode="nat", az_count=2))
+    assert "policy" not in mocks.one(ENDPOINT).inputs
+    assert egress_targets(NetworkConfig(mode="nat", az_count=2)) == (None, None)
+
+
+def egress_targets(cfg: NetworkConfig) -> tuple[Any, Any]:
+    seen: dict[str, Any] = {}
+
+    def program() -> None:
+        net = Network("net", NetworkArgs(config=cfg))
+        targets = {"group": net.endpoints_security_group_id, "s3": net.s3_prefix_list_id}
+        for key, value in targets.items():
+            seen[key] = None
+            if value is not None:
+                value.apply(lambda v, key=key: seen.update({key: v}))
+
+    run_program(program)
+    return seen["group"], seen["s3"]

@@ -24,6 +24,7 @@ from components.observability import (
 )
 from components.stack_config import load_stack_config
 from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks, run_program, stack_config
+from tests.lib.stack_support import PREBUILT, run_platform
 
 COMPONENT = "tts-fleet:observability:Observability"
 KEY = "aws:kms/key:Key"
@@ -283,3 +284,55 @@ def test_in_controller_mode_the_dashboard_graphs_its_decisions_for_this_stack_on
     assert sorted(line[1] for line in on) == sorted(METRIC_NAMES)
     assert all(line[2:4] == [STACK_DIMENSION, "dev"] for line in on)
     assert controller_lines(dashboard_body("us-east-1", "q", "d", "c", "s", "dev")) == []
+
+
+# ---- the scaling controller's alarm --------------------------------------------------------
+
+
+def _lambda_sum(metric: str, function: str) -> dict[str, Any]:
+    return {
+        "id": metric.lower(),
+        "returnData": False,
+        "metric": {
+            "namespace": "AWS/Lambda",
+            "metricName": metric,
+            "dimensions": {"FunctionName": function},
+            "period": 300,
+            "stat": "Sum",
+        },
+    }
+
+
+def test_controller_mode_alarms_when_the_function_fails_or_cannot_run() -> None:
+    mocks = run_platform({"worker": {"image": PREBUILT}}, stack="dev")
+    function = "tts-fleet-dev-controller"
+    topic = f"arn:aws:sns:{REGION}:{ACCOUNT}:tts-observability-alerts"
+    assert alarm(mocks, "tts-observability-controller-failing") == {
+        "alarmDescription": "The scaling controller failed or could not run: the worker count"
+        " is stuck where it was. Its log group says why.",
+        "metricQueries": [
+            _lambda_sum("Errors", function),
+            _lambda_sum("Throttles", function),
+            _lambda_sum("Invocations", function),
+            {
+                "id": "failures",
+                # Every error; throttles only in a window where it never ran (a submit's wake
+                # while it runs is throttled by design: reserved concurrency 1).
+                "expression": "FILL(errors, 0) + IF(FILL(invocations, 0) == 0,"
+                " FILL(throttles, 0), 0)",
+                "label": "Failed or unable to run",
+                "returnData": True,
+            },
+        ],
+        "evaluationPeriods": 1,
+        "threshold": 1,
+        "comparisonOperator": "GreaterThanOrEqualToThreshold",
+        "treatMissingData": "notBreaching",
+        "alarmActions": [topic],
+        "okActions": [topic],
+    }
+
+
+def test_alarms_mode_has_no_controller_and_no_controller_alarm() -> None:
+    mocks = run_platform({"worker": {"image": PREBUILT}, "scaling": {"mode": "alarms"}})
+    assert [a.name for a in mocks.of_type(ALARM) if "controller" in a.name] == []

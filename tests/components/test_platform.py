@@ -43,6 +43,7 @@ CONTROLLER = Counter(
         "aws:scheduler/schedule:Schedule": 1,
         "aws:iam/role:Role": 2,
         "aws:iam/rolePolicy:RolePolicy": 2,
+        "aws:cloudwatch/metricAlarm:MetricAlarm": 1,  # Observability's: the function failing
     }
 )
 CORE = Counter(
@@ -52,6 +53,9 @@ CORE = Counter(
         "tts-fleet:queue:JobQueue": 1,
         "aws:sqs/queue:Queue": 2,
         "aws:sqs/queuePolicy:QueuePolicy": 2,
+        "aws:sqs/redriveAllowPolicy:RedriveAllowPolicy": 1,  # only the jobs queue dead-letters
+        # BucketWriters: the outputs bucket's policy (OutputBucket's own in OUTPUT_BUCKET)
+        "tts-fleet:storage:BucketWriters": 1,
         "aws:iam/policy:Policy": 1 + 1,  # + OutputBucket's reader policy
         # GpuCapacity
         "tts-fleet:capacity:GpuCapacity": 1,

@@ -15,6 +15,7 @@ from tts_fleet.config.models import QueueConfig
 QUEUE = "aws:sqs/queue:Queue"
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
 IAM_POLICY = "aws:iam/policy:Policy"
+REDRIVE_ALLOW = "aws:sqs/redriveAllowPolicy:RedriveAllowPolicy"
 ARN = "arn:aws:sqs:us-east-1:123456789012"
 PRODUCER = "arn:aws:iam::210987654321:role/producer"
 DENY_TLS = {
@@ -41,6 +42,7 @@ def test_queues_take_redrive_retention_and_visibility_from_config() -> None:
         "tts-fleet:queue:JobQueue": 1,
         QUEUE: 2,
         QUEUE_POLICY: 2,
+        REDRIVE_ALLOW: 1,
         IAM_POLICY: 1,
     }
     queues = {q.name: q.inputs for q in mocks.of_type(QUEUE)}
@@ -54,6 +56,16 @@ def test_queues_take_redrive_retention_and_visibility_from_config() -> None:
     assert dlq["messageRetentionSeconds"] == 9 * 86_400
     assert jobs["sqsManagedSseEnabled"] is True and dlq["sqsManagedSseEnabled"] is True
     assert "redrivePolicy" not in dlq
+
+
+def test_only_the_jobs_queue_may_dead_letter_into_the_dlq() -> None:
+    allow = build(QueueConfig()).one(REDRIVE_ALLOW)
+    assert allow.name == "q-dlq-redrive-allow"
+    assert allow.inputs["queueUrl"] == "https://sqs.us-east-1.amazonaws.com/123456789012/q-dlq"
+    assert json.loads(allow.inputs["redriveAllowPolicy"]) == {
+        "redrivePermission": "byQueue",
+        "sourceQueueArns": [f"{ARN}:q-jobs"],
+    }
 
 
 def test_both_queue_policies_deny_requests_without_tls() -> None:

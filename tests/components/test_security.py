@@ -167,8 +167,42 @@ def test_every_aws_resource_carries_the_cost_allocation_tag(dev: RecordingMocks)
     }
     urn = "urn:pulumi:dev::tts-fleet::pulumi:pulumi:Stack$pulumi:providers:aws::aws::aws-id"
     aws_resources = [r for r in dev.resources if r.type.startswith("aws:")]
-    # Every aws: resource of the dev stack (see test_platform); the controller adds 8 and
+    # Every aws: resource of the dev stack (see test_platform); the controller adds 9 and
     # leaves 1 of the 2 step policies and 1 of the 2 scaling alarms; the output bucket's
-    # reader policy is 1 more; the default base image's ECR Public cache rule 1 more.
-    assert len(aws_resources) == 66 + 8 - 2 + 1 + 1
+    # reader policy is 1 more; the default base image's ECR Public cache rule 1 more; the DLQ's
+    # redrive-allow policy 1 more.
+    assert len(aws_resources) == 66 + 9 - 2 + 1 + 1 + 1
     assert {r.provider for r in aws_resources} == {urn}
+
+
+def test_in_endpoints_mode_the_hosts_send_https_only_to_the_endpoints(
+    endpoints: RecordingMocks,
+) -> None:
+    groups = {g.name: g.inputs for g in endpoints.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    https = {"protocol": "tcp", "fromPort": 443, "toPort": 443}
+    assert groups["tts-capacity-sg"]["egress"] == [
+        {
+            **https,
+            "securityGroups": ["tts-network-endpoints-sg-id"],
+            "description": "AWS APIs through the interface endpoints: SQS, ECR, ECS, Logs, STS",
+        },
+        {
+            **https,
+            "prefixListIds": ["pl-tts-network-s3"],  # the S3 gateway endpoint's
+            "description": "S3 through the gateway endpoint: outputs and ECR image layers",
+        },
+    ]
+
+
+def test_elsewhere_the_hosts_send_https_anywhere(dev: RecordingMocks) -> None:
+    # nat (and existing): the APIs are reached through the NAT or the VPC's own routes.
+    groups = {g.name: g.inputs for g in dev.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    assert groups["tts-fleet-capacity-sg"]["egress"] == [
+        {
+            "protocol": "tcp",
+            "fromPort": 443,
+            "toPort": 443,
+            "cidrBlocks": ["0.0.0.0/0"],
+            "description": "AWS APIs: SQS, S3, ECR, ECS, CloudWatch Logs",
+        }
+    ]

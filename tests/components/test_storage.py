@@ -158,3 +158,12 @@ def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
 
 def test_no_reader_policy_unless_asked() -> None:
     assert build(30).of_type("aws:iam/policy:Policy") == []
+
+
+def test_named_writers_leaves_the_policy_to_bucket_writers() -> None:
+    # Its writers' roles need the bucket's ARN first (tests/components/test_bucket_writers.py).
+    mocks = run_program(
+        lambda: OutputBucket("out", OutputBucketArgs(expire_days=1, policy="named-writers"))
+    )
+    assert mocks.of_type("aws:s3/bucketPolicy:BucketPolicy") == []
+    assert build(1).one("aws:s3/bucketPolicy:BucketPolicy").name == "out-policy"

@@ -132,6 +132,8 @@ def api_outputs(typ: str, name: str, inputs: dict[str, Any]) -> tuple[str, dict[
     if typ in EC2_ID_PREFIX:
         rid = f"{EC2_ID_PREFIX[typ]}-{_hex(name, 17)}"
         out["arn"] = _arn("ec2", f"{EC2_ID_PREFIX[typ].replace('eipalloc', 'elastic-ip')}/{rid}")
+        if inputs.get("vpcEndpointType") == "Gateway":  # its service's prefix list
+            out["prefixListId"] = f"pl-{_hex(name, 17)}"
         return rid, out
     identity = _identity(typ, physical, inputs)
     rid = str(identity.pop("_id", physical))
@@ -766,6 +768,30 @@ def queue_policy(c: Context) -> list[Request]:
     return [c.request("sqs", "SetQueueAttributes", params)]
 
 
+def redrive_allow(c: Context) -> list[Request]:
+    i = rename(
+        _without(c.inputs, {"region"}),
+        {"queueUrl": "QueueUrl", "redriveAllowPolicy": "RedriveAllowPolicy"},
+        "redriveAllowPolicy",
+    )
+    params = {
+        "QueueUrl": i["QueueUrl"],
+        "Attributes": {"RedriveAllowPolicy": i["RedriveAllowPolicy"]},
+    }
+    return [c.request("sqs", "SetQueueAttributes", params)]
+
+
+def bucket_policy(c: Context) -> list[Request]:
+    i = rename(
+        _without(c.inputs, {"region"}), {"bucket": "Bucket", "policy": "Policy"}, "bucketPolicy"
+    )
+    return [
+        c.request(
+            "s3", "PutBucketPolicy", {"Bucket": i["Bucket"], "Policy": _policy_text(i["Policy"])}
+        )
+    ]
+
+
 def bucket_lifecycle(c: Context) -> list[Request]:
     only(c.inputs, {"bucket", "rules", "expectedBucketOwner"}, "bucketLifecycle")
     rules = [_lifecycle_rule(r) for r in c.inputs["rules"]]
@@ -1085,6 +1111,8 @@ CONVERTERS: dict[str, Callable[[Context], list[Request]]] = {
     "aws:ec2/vpcEndpoint:VpcEndpoint": vpc_endpoint,
     "aws:sqs/queue:Queue": queue,
     "aws:sqs/queuePolicy:QueuePolicy": queue_policy,
+    "aws:sqs/redriveAllowPolicy:RedriveAllowPolicy": redrive_allow,
+    "aws:s3/bucketPolicy:BucketPolicy": bucket_policy,
     "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": bucket_lifecycle,
     "aws:codebuild/project:Project": codebuild_project,
     "aws:kms/key:Key": kms_key,
@@ -1295,6 +1323,14 @@ MAX_INLINE_ROLE_POLICY = 10_240
 MAX_TRUST_POLICY = 2048
 # https://docs.aws.amazon.com/kms/latest/developerguide/resource-limits.html
 MAX_KEY_POLICY_BYTES = 32_768
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-bucket-policies.html
+MAX_BUCKET_POLICY_BYTES = 20_480
+# https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-access.html
+MAX_ENDPOINT_POLICY = 20_480
+# RedriveAllowPolicy: `byQueue` names 1..10 source queues; the others name none.
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html
+REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
+MAX_REDRIVE_SOURCES = 10
 # SQS attribute ranges. https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html
 SQS_RANGES = {
     "VisibilityTimeout": (0, 43_200),
@@ -1440,6 +1476,21 @@ def queue_problems(params: dict[str, Any]) -> list[str]:
     return found
 
 
+def redrive_allow_problems(params: dict[str, Any]) -> list[str]:
+    text = params.get("Attributes", {}).get("RedriveAllowPolicy")
+    if text is None:
+        return []
+    allow = json.loads(text)
+    permission, sources = allow.get("redrivePermission"), allow.get("sourceQueueArns", [])
+    if permission not in REDRIVE_PERMISSIONS:
+        return [f"RedriveAllowPolicy redrivePermission {permission!r} is not one of the three"]
+    if permission == "byQueue" and not 1 <= len(sources) <= MAX_REDRIVE_SOURCES:
+        return [f"RedriveAllowPolicy byQueue names {len(sources)} queues, not 1..10"]
+    if permission != "byQueue" and sources:
+        return [f"RedriveAllowPolicy {permission} names source queues"]
+    return []
+
+
 RULES: dict[tuple[str, str], Callable[[dict[str, Any]], list[str]]] = {
     ("application-autoscaling", "PutScalingPolicy"): step_problems,
     ("cloudwatch", "PutMetricAlarm"): alarm_problems,
@@ -1459,6 +1510,15 @@ RULES: dict[tuple[str, str], Callable[[dict[str, Any]], list[str]]] = {
         else []
     ),
     ("sqs", "CreateQueue"): queue_problems,
+    ("sqs", "SetQueueAttributes"): redrive_allow_problems,
+    ("ec2", "CreateVpcEndpoint"): lambda p: (
+        policy_document_problems(p["PolicyDocument"], MAX_ENDPOINT_POLICY, principal=True)
+        if "PolicyDocument" in p
+        else []
+    ),
+    ("s3", "PutBucketPolicy"): lambda p: policy_document_problems(
+        p["Policy"], MAX_BUCKET_POLICY_BYTES, principal=True
+    ),
 }
 
 

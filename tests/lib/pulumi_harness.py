@@ -46,6 +46,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ == "aws:s3/bucket:Bucket" or args.typ == "aws:s3/bucketV2:BucketV2":
             outputs["bucket"] = args.inputs.get("bucket") or physical
             outputs["arn"] = f"arn:aws:s3:::{outputs['bucket']}"
+        if (
+            args.typ == "aws:ec2/vpcEndpoint:VpcEndpoint"
+            and args.inputs.get("vpcEndpointType") == "Gateway"
+        ):
+            outputs["prefixListId"] = f"pl-{args.name}"  # a gateway endpoint's prefix list
         if args.typ == "aws:ecr/repository:Repository":
             outputs["repositoryUrl"] = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{physical}"
         return f"{args.name}-id", outputs

@@ -420,6 +420,21 @@ class OutputsConfig(_Section):
             " objects) in place, `delete` empties and deletes it. Run `up` after changing it."
         ),
     )
+    break_glass_principal_arns: tuple[str, ...] = Field(
+        (),
+        description=(
+            "IAM roles or users that may write or delete `outputs/`, `failures/` and"
+            " `controller/` besides the worker task role and the controller role (the bucket"
+            " policy denies everyone else): an operator's break-glass role."
+        ),
+    )
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        return [
+            (f"breakGlassPrincipalArns[{i}]", f"{arn!r} is not an IAM account, user or role ARN")
+            for i, arn in enumerate(self.break_glass_principal_arns)
+            if not _PRINCIPAL_ARN.match(arn)
+        ]
 
 
 class AlertsConfig(_Section):

@@ -59,6 +59,9 @@ OUTSTANDING_METRICS = 2
 # The controller's safety net reads visible messages and the service's running and desired
 # task counts (components/autoscaling.py `stranded_queries`).
 SAFETY_NET_METRICS = 3
+# The alarm on the controller failing reads its Errors, Throttles and Invocations
+# (components/observability.py `controller_alarm_queries`).
+CONTROLLER_ALARM_METRICS = 3
 # The controller's EMF metrics (tts_fleet/controller/metrics.py METRIC_NAMES), one series each
 # under the Stack dimension, emitted every minute: billed as custom metrics all month.
 CONTROLLER_METRICS = 4
@@ -68,9 +71,12 @@ CONTROLLER_RUNS_PER_HOUR = 60
 
 def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
     """Every alarm the stack creates: the two scaling alarms in `alarms` mode, the safety net
-    in `controller` mode, and the two queue alarms either way."""
+    and the controller's own alarm in `controller` mode, and the two queue alarms either way."""
     if cfg.scaling.mode == "controller":
-        scaling: tuple[Alarm, ...] = (Alarm("safety-net", "autoscaling", SAFETY_NET_METRICS),)
+        scaling: tuple[Alarm, ...] = (
+            Alarm("safety-net", "autoscaling", SAFETY_NET_METRICS),
+            Alarm("controller-failing", "observability", CONTROLLER_ALARM_METRICS),
+        )
     else:
         scaling = (
             Alarm("scale-out", "autoscaling", OUTSTANDING_METRICS),
