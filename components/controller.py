@@ -7,9 +7,11 @@ says how and why through UpdateService). Its code is this repo's `tts_fleet/scal
 `tts_fleet/controller`, zipped here; boto3 comes with the runtime.
 
 Its state is one S3 object, `controller/state.json`, in the stack's outputs bucket: no new
-resource to create or pay for (a DynamoDB table would be both), S3 reads its own writes, and
-with reserved concurrency 1 no two invocations write it at once, so a conditional write buys
-nothing. About 1,440 GETs and PUTs a day: cents a month.
+resource to create or pay for (a DynamoDB table would be both), and S3 reads its own writes.
+Reserved concurrency 1 keeps invocations apart, and the write is conditional on the ETag read
+(`If-Match`, or `If-None-Match: *`), so an old and a new function during a replace, or a
+manual run, cannot interleave (tts_fleet/controller/handler.py). About 1,440 GETs and PUTs a
+day: cents a month.
 
 IAM is scoped to this queue (GetQueueAttributes), this service (DescribeServices,
 UpdateService), the state object and the function's log group. DescribeScalableTargets has

@@ -86,7 +86,7 @@ class WorkerImageArgs(ComponentArgs):
     image: str = ""
     worker_dir: str
     model: str
-    model_revision: str = "main"
+    model_revision: str
     base_image: str = DEFAULT_BASE_IMAGE
     docker_hub_secret_arn: str = ""
     keep_images: int = Field(KEEP_IMAGES, ge=1)

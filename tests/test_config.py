@@ -225,3 +225,27 @@ def test_pulumi_up_with_a_bad_key_stops_before_any_resource_with_one_line() -> N
         "invalid stack config for 'typo':\ntts-fleet:scaling.maxWorkers: must be >= 1 (got 0)"
     ]
     assert mocks.resources == []
+
+
+@pytest.mark.parametrize(
+    ("worker", "line"),
+    [
+        (
+            {"modelRevision": "main"},
+            "tts-fleet:worker.modelRevision: must be a commit SHA, 40 hex digits (got 'main')",
+        ),
+        (
+            {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"},
+            "tts-fleet:worker.modelRevision: is the default model's commit: set the commit of "
+            "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
+        ),
+    ],
+)
+def test_the_model_revision_is_a_commit_of_the_configured_model(
+    worker: dict[str, str], line: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        StackConfig.from_raw({"worker": worker})
+    assert raised.value.problems == [line]
+    other = {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "modelRevision": "5" * 40}
+    assert StackConfig.from_raw({"worker": other}).worker.model_revision == "5" * 40

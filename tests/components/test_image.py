@@ -23,10 +23,11 @@ from components.image_build import BuildFailed, WorkerImageBuildProvider, wait_f
 from components.image_source import ecr_repository_arn, image_tag, source_files
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, WORKER_DIR
-from tts_fleet.config.models import DEFAULT_BASE_IMAGE
+from tts_fleet.config.models import DEFAULT_BASE_IMAGE, WorkerConfig
 
 ACCOUNT = "123456789012"
-DEFAULT_BUILD_ARGS = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": "main"}
+PINNED_REVISION = WorkerConfig().model_revision
+DEFAULT_BUILD_ARGS = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": PINNED_REVISION}
 
 
 @pytest.fixture
@@ -96,7 +97,13 @@ def build(image: str, **args: Any) -> tuple[RecordingMocks, dict[str, Any]]:
 
     def program() -> Any:
         img = WorkerImage(
-            "img", WorkerImageArgs(image=image, worker_dir=str(WORKER_DIR), model="m", **args)
+            "img",
+            WorkerImageArgs(
+                image=image,
+                worker_dir=str(WORKER_DIR),
+                model="m",
+                **{"model_revision": DEFAULT_BUILD_ARGS["MODEL_REVISION"], **args},
+            ),
         )
         return img.image_uri.apply(lambda uri: seen.update(uri=uri))
 

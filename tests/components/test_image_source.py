@@ -136,7 +136,10 @@ def test_long_stack_names_stay_distinct() -> None:
 def build(**args: Any) -> RecordingMocks:
     return run_program(
         lambda: WorkerImage(
-            "img", WorkerImageArgs(image="", worker_dir=str(WORKER_DIR), model="m", **args)
+            "img",
+            WorkerImageArgs(
+                image="", worker_dir=str(WORKER_DIR), model="m", **{"model_revision": "r", **args}
+            ),
         )
     )
 
@@ -205,7 +208,7 @@ def test_the_default_base_comes_through_the_stacks_ecr_public_cache_rule() -> No
     assert {k: env[k] for k in ("BASE_IMAGE", "MODEL", "MODEL_REVISION")} == {
         "BASE_IMAGE": f"{REGISTRY}/tts-dev-ecr-public/docker/library/python:3.12-bookworm@{DIGEST}",
         "MODEL": "m",
-        "MODEL_REVISION": "main",
+        "MODEL_REVISION": "r",
     }
     assert len(cache_statements(mocks)) == 1
 

@@ -21,7 +21,7 @@ from tests.lib.stack_support import (
     run_platform,
     stack_file_config,
 )
-from tts_fleet.config.models import DEFAULT_BASE_IMAGE
+from tts_fleet.config.models import DEFAULT_BASE_IMAGE, WorkerConfig
 
 OUTPUT_BUCKET = {
     "tts-fleet:storage:OutputBucket": 1,
@@ -191,7 +191,10 @@ def test_existing_mode_puts_hosts_and_tasks_in_the_given_subnets() -> None:
 
 def test_main_exports_the_stack_outputs() -> None:
     _, exports = run_main(stack_file_config("dev"), "dev")
-    build_args = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": "main"}
+    build_args = {
+        "BASE_IMAGE": DEFAULT_BASE_IMAGE,
+        "MODEL_REVISION": WorkerConfig().model_revision,
+    }
     tag = image_tag(WORKER_DIR, "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", build_args)
     assert exports == {
         "queueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/tts-fleet-queue-jobs",

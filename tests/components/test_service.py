@@ -33,7 +33,11 @@ PROVIDER = "aws:ecs/capacityProvider:CapacityProvider"
 def service_args(**overrides: Any) -> WorkerServiceArgs:
     values: dict[str, Any] = {
         "worker": WorkerConfig(
-            model="Qwen/X", concurrency=6, stop_timeout_seconds=90, max_text_chars=5000
+            model="Qwen/X",
+            model_revision="f" * 40,
+            concurrency=6,
+            stop_timeout_seconds=90,
+            max_text_chars=5000,
         ),
         "queue": QueueConfig(visibility_timeout_seconds=600),
         "gpu_count": 2,
@@ -264,7 +268,9 @@ def container_of(mocks: RecordingMocks) -> dict[str, Any]:
 
 
 def test_shared_memory_and_cuda_compatibility_come_from_the_worker_config() -> None:
-    worker = WorkerConfig(model="Qwen/X", shared_memory_mib=8192, cuda_compatibility=True)
+    worker = WorkerConfig(
+        model="Qwen/X", model_revision="f" * 40, shared_memory_mib=8192, cuda_compatibility=True
+    )
     container = container_of(build(service_args(worker=worker))[0])
     assert container["linuxParameters"] == {"sharedMemorySize": 8192}
     assert container["memoryReservation"] == 32 * 1024 * 3 // 4 - 8192

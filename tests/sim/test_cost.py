@@ -131,8 +131,9 @@ def test_counts_come_from_the_topology_not_the_prices_file() -> None:
     report = cost_report(StackConfig())
     lines = {x.item: x for x in report.modes["existing"].floor}
     cfg = StackConfig()
-    # Default (lambda) mode: the safety net (3 metrics) and the two queue alarms.
-    assert lines["CloudWatch alarms (standard, 60 s)"].quantity == topology.alarm_metrics(cfg) == 5
+    # Default (controller) mode: the safety net (3 metrics), the controller function's
+    # errors alarm (3) and the two queue alarms.
+    assert lines["CloudWatch alarms (standard, 60 s)"].quantity == topology.alarm_metrics(cfg) == 8
     alarms_mode = StackConfig.from_raw({"scaling": {"mode": "alarms"}})
     assert topology.alarm_metrics(alarms_mode) == 6  # scale-out and idle: 2 metrics each
     # The controller runs all month and reports every minute; alarms mode has neither line.

@@ -52,6 +52,7 @@ _PTC_SECRET_ARN = re.compile(
     r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:ecr-pullthroughcache/[\w/+=.@-]+$"
 )
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hugging Face (git) commit, full length
 # Application Auto Scaling cron: cron(minutes hours day-of-month month day-of-week year).
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?,/#L W-]+$")
 
@@ -373,11 +374,14 @@ class WorkerConfig(_Section):
         ),
     )
     model_revision: str = Field(
-        "main",
-        min_length=1,
+        # Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice's commit, the snapshot directory its download
+        # leaves in a Hugging Face cache (models--Qwen--Qwen3-TTS-12Hz-1.7B-CustomVoice/snapshots/).
+        "0c0e3051f131929182e2c023b9537f8b1c68adfe",
         description=(
-            "Hugging Face revision of the model weights baked in (`ARG MODEL_REVISION`); a"
-            " commit SHA pins them."
+            "Hugging Face commit (40 hex digits) of the model weights baked in (`ARG"
+            " MODEL_REVISION`); the default is the default model's. Another `model` needs its"
+            " own: the newest commit in the model's history on the Hub, or the"
+            " `snapshots/<commit>` directory a download leaves (docs/deploy.md#the-model-revision)."
         ),
     )
     cuda_compatibility: bool = Field(
@@ -398,15 +402,33 @@ class WorkerConfig(_Section):
     )
 
     def rule_problems(self) -> list[tuple[str, str]]:
+        problems = []
         arn = self.docker_hub_secret_arn
         if arn and not _PTC_SECRET_ARN.match(arn):
-            return [
+            problems.append(
                 (
                     "dockerHubSecretArn",
                     f"{arn!r} is not a Secrets Manager secret ARN named ecr-pullthroughcache/...",
                 )
-            ]
-        return []
+            )
+        # A branch or tag moves under a stack; a commit is what was reviewed.
+        if not _COMMIT.fullmatch(self.model_revision):
+            problems.append(
+                (
+                    "modelRevision",
+                    f"must be a commit SHA, 40 hex digits (got {self.model_revision!r})",
+                )
+            )
+        elif self.model != DEFAULT_MODEL and self.model_revision == _pinned_revision():
+            problems.append(
+                ("modelRevision", f"is the default model's commit: set the commit of {self.model}")
+            )
+        return problems
+
+
+def _pinned_revision() -> str:
+    """worker.modelRevision's default: the commit of the default model."""
+    return str(WorkerConfig.model_fields["model_revision"].default)
 
 
 class OutputsConfig(_Section):
