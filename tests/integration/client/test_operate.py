@@ -1,5 +1,5 @@
 """status, wait, results and dlq list|redrive against the emulator (outputs written directly,
-as a worker would, so these run in seconds; tests/client/test_flows.py uses real workers)."""
+as a worker would, so these run in seconds; tests/system/client/test_flows.py uses real workers)."""
 
 from __future__ import annotations
 

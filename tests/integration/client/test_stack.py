@@ -49,17 +49,6 @@ def test_flags_win_over_env_vars(no_env: None, monkeypatch: pytest.MonkeyPatch) 
     )
 
 
-@pytest.mark.processes
-def test_stack_outputs_fill_what_flags_and_env_leave_out(
-    no_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    args = fake_pulumi(tmp_path, monkeypatch, f"echo '{json.dumps(OUTPUTS)}'")
-    target = resolve_target("dev", None, None, "my-bucket")
-    assert args.read_text().split() == ["stack", "output", "--json", "--stack", "dev"]
-    assert target.queue_url == "https://q/from-stack" and target.bucket == "my-bucket"
-    assert (target.dlq_url, target.cluster, target.service) == ("https://q/dlq", "c", "s")
-
-
 def test_a_missing_pulumi_cli_names_what_to_pass(
     no_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,23 +57,6 @@ def test_a_missing_pulumi_cli_names_what_to_pass(
         resolve_target("dev", None, None, None)
     message = str(raised.value)
     assert "pulumi CLI" in message and "--queue-url" in message and "\n" not in message
-
-
-@pytest.mark.processes
-def test_a_missing_stack_or_output_is_one_clear_line(
-    no_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake_pulumi(tmp_path, monkeypatch, "echo 'error: no stack named prod found' >&2; exit 255")
-    result = run("status", "--stack", "prod")
-    assert result.exit_code == ExitCode.BAD_INPUT
-    assert result.stderr.strip() == (
-        "Error: cannot read the outputs of stack prod (error: no stack named prod found); "
-        "check the stack name, or pass --queue-url and --bucket"
-    )
-    fake_pulumi_again = tmp_path / "bin" / "pulumi"
-    fake_pulumi_again.write_text('#!/bin/sh\necho \'{"queueUrl": "https://q"}\'\n')
-    with pytest.raises(StackError, match="no output bucketName; deploy it first"):
-        resolve_target("dev", None, None, None)
 
 
 def test_the_dlq_is_found_from_the_redrive_policy(stack: Stack) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.client.test_stack import fake_pulumi
 from tests.lib.client_stack import Stack, finish, run, run_json
 from tts_fleet.client.stack import StackError, text_limit
 from tts_fleet.config import outputs
@@ -63,15 +62,6 @@ def test_an_outputs_file_limit_holds_for_submit_wait_and_results(
     saved = tmp_path / "outputs.json"
     saved.write_text(json.dumps(stack_outputs(stack, **{outputs.MAX_TEXT_CHARS: STACK_LIMIT})))
     submit_wait_results(stack, jobs, tmp_path / "audio", "--outputs-file", str(saved))
-
-
-@pytest.mark.processes
-def test_a_deployed_stacks_limit_holds_for_submit_wait_and_results(
-    stack: Stack, jobs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    printed = json.dumps(stack_outputs(stack, **{outputs.MAX_TEXT_CHARS: STACK_LIMIT}))
-    fake_pulumi(tmp_path, monkeypatch, f"echo '{printed}'")
-    submit_wait_results(stack, jobs, tmp_path / "audio", "--stack", "big")
 
 
 def test_a_target_without_the_output_takes_the_workers_default(

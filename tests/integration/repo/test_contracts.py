@@ -273,7 +273,7 @@ def _dashboard_metrics(platform: RecordingMocks) -> set[Series]:
     rows = [row for w in body["widgets"] for row in w["properties"]["metrics"]]
     own = [row for row in rows if isinstance(row[0], str) and "/" not in row[0]]
     # The controller's decisions share the namespace; they are its contract, not the worker's
-    # (tests/components/test_observability.py ties those to tts_fleet/controller/metrics.py).
+    # (tests/unit/components/test_observability.py ties those to tts_fleet/controller/metrics.py).
     worker = [row for row in own if row[1] not in CONTROLLER_METRICS]
     return {(row[0], row[1], tuple(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in worker}
 

@@ -95,7 +95,8 @@ def controller_params(**changes: Any) -> ControllerParams:
         "jobs_per_worker": 4,
         "idle_minutes": 2,
         # κ = 0: every band's worker is worth starting, so these tests pin the loop (clock,
-        # pool, log), not the policy's cold-start economics (tests/test_controller_policy.py).
+        # pool, log), not the policy's cold-start economics
+        # (tests/unit/scaling/test_controller_policy.py).
         "cold_start_work": 0.0,
         "cold_start_s": 60.0,
         "seconds_per_job": 1.0,

@@ -55,7 +55,7 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The files a clone would have: tracked ones, plus new ones not yet committed (so the
     test checks the tree as it is), never ignored ones (.venv, egg-info, out/)."""
     if not (ROOT / ".git").exists():  # make test and CI run in a checkout: a gap is a failure
-        pytest.fail("tests/test_packaging.py copies `git ls-files`: run it in a git checkout")
+        pytest.fail("test_packaging.py copies `git ls-files`: run it in a git checkout")
     listed = run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], ROOT, check=True
     ).stdout

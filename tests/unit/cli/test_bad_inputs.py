@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from tts_fleet.cli.main import main
 from tts_fleet.client.aws import aws_client
 from tts_fleet.exit_codes import ExitCode
 
-SCRIPT = Path(sys.executable).with_name("tts-fleet")
 BAD, TOOL = ExitCode.BAD_INPUT, ExitCode.MISSING_TOOL
 
 GOOD_STACK = "config:\n  tts-fleet:scaling:\n    maxWorkers: 4\n"
@@ -251,15 +249,6 @@ def run_in_process(
     return code, capsys.readouterr().err
 
 
-def run_subprocess(project: Path, case: Case) -> tuple[int, str]:
-    argv = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "tts_fleet"]
-    env = clean_env(case)
-    done = subprocess.run(
-        [*argv, *case.argv], cwd=project, env=env, capture_output=True, text=True, timeout=60
-    )
-    return done.returncode, done.stderr
-
-
 def assert_one_error_line(case: Case, code: int, stderr: str) -> None:
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert "Traceback" not in stderr, stderr
@@ -275,18 +264,6 @@ def test_a_bad_input_is_one_error_line_with_its_exit_code(
     project: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert_one_error_line(case, *run_in_process(project, case, monkeypatch, capsys))
-
-
-# One of each kind: click's usage error, a command's own bad input, and a missing tool.
-AS_A_USER_RUNS_IT = ("unknown command", "local YAML syntax error", "deploy without the pulumi CLI")
-
-
-@pytest.mark.processes
-@pytest.mark.parametrize(
-    "case", [case for case in CASES if case.name in AS_A_USER_RUNS_IT], ids=lambda case: case.name
-)
-def test_the_console_script_says_the_same_in_its_own_process(project: Path, case: Case) -> None:
-    assert_one_error_line(case, *run_subprocess(project, case))
 
 
 def test_the_table_covers_every_command() -> None:

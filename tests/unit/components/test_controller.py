@@ -3,22 +3,18 @@
 Both modes of `scaling.mode` are built from the same config; the difference between
 their graphs is pinned exactly, as are the IAM documents, the function's settings, the
 schedule and the safety-net alarm. Mocks cannot prove AWS accepts the requests
-(tests/components/test_aws_requests.py checks their form against botocore's models).
+(tests/unit/components/test_aws_requests.py checks their form against botocore's models).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 import zipfile
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pulumi
-import pytest
 
 from components import controller as component
 from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks
@@ -272,40 +268,6 @@ def test_the_code_is_scaling_and_controller_only() -> None:
         "controller",
     }
     assert not [name for name in names if "__pycache__" in name or not name.endswith(".py")]
-
-
-# What the Lambda runtime lacks: the handler must import without any of these.
-NOT_IN_THE_RUNTIME = ("pydantic", "worker", "pulumi", "pulumi_aws", "yaml", "rich", "click")
-IMPORT_CHECK = """
-import importlib.abc, sys
-blocked = set(sys.argv[2].split(","))
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in blocked:
-            raise ImportError(f"{name} is not in the Lambda runtime")
-        return None
-sys.meta_path.insert(0, Block())
-sys.path.insert(0, sys.argv[1])
-import tts_fleet.controller.handler as handler
-assert handler.__file__.startswith(sys.argv[1]), handler.__file__
-print(handler.handle.__name__)
-"""
-
-
-@pytest.mark.processes
-def test_the_zipped_handler_imports_with_only_boto3(tmp_path: Path) -> None:
-    with zipfile.ZipFile(io.BytesIO(archive_bytes(component.code_archive()))) as zipped:
-        zipped.extractall(tmp_path / "code")
-    done = subprocess.run(
-        [sys.executable, "-c", IMPORT_CHECK, str(tmp_path / "code"), ",".join(NOT_IN_THE_RUNTIME)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "handle"
 
 
 def test_params_survive_the_environment() -> None:

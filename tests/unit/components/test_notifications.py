@@ -1,8 +1,8 @@
 """CompletionEvents and `notifications.enabled`: the exact graph on and off, its policies, the
 requests it sends, and its event pattern against the S3 events it must and must not match.
 
-Mocks cannot prove that AWS accepts the rule or delivers to the queue; tests/client/
-test_events.py runs the same pattern through moto's S3 → EventBridge → SQS path.
+Mocks cannot prove that AWS accepts the rule or delivers to the queue; tests/
+integration/client/test_events.py runs the same pattern through moto's S3 → EventBridge → SQS path.
 """
 
 from __future__ import annotations

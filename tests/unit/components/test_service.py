@@ -280,7 +280,7 @@ def test_cuda_compatibility_is_off_by_default(
 
 
 def test_the_reservation_is_the_host_headroom_minus_shared_memory() -> None:
-    # The floor's own check is the stack config's (tests/test_config.py).
+    # The floor's own check is the stack config's (tests/unit/config/test_config.py).
     assert memory_reservation_mib(16, 11_264) == 1024
     assert memory_reservation_mib(16, 2048) == 10_240
 

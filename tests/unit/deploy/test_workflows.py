@@ -9,9 +9,7 @@ repository-level secrets, OIDC trust per environment) is settings, documented th
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -60,19 +58,6 @@ def runs(job: dict[str, Any]) -> list[str]:
         fill(line, job).strip() for s in steps(job) for line in str(s.get("run", "")).splitlines()
     ]
     return [line for line in lines if line]
-
-
-def run_region_step(job: dict[str, Any], stack: str, tmp_path: Path) -> str:
-    """Runs the job's region step for real on this repository's stack file."""
-    (step,) = [s for s in steps(job) if s.get("id") == "region"]
-    out = tmp_path / f"github_output_{stack}"
-    env = {**os.environ, "STACK": stack, "GITHUB_OUTPUT": str(out)}
-    subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", step["run"]], cwd=ROOT, env=env, check=True, timeout=60
-    )
-    text = out.read_text()
-    out.unlink()
-    return text
 
 
 def uses(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
@@ -433,17 +418,6 @@ def test_deploys_run_only_from_main() -> None:
         "run by hand on another branch": set(),
         "weekly schedule": set(),
     }
-
-
-@pytest.mark.processes
-def test_the_region_comes_from_each_stack_file(tmp_path: Path) -> None:
-    preview = load("preview.yml")["jobs"]
-    deploy = load("deploy.yml")["jobs"]
-    for job in (preview["preview-dev"], preview["preview-prod"], deploy["dev"], deploy["prod"]):
-        stack = job["env"]["STACK"]
-        document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
-        expected = f"region={document['config'].get('aws:region', 'us-east-1')}\n"
-        assert run_region_step(job, stack, tmp_path) == expected
 
 
 @pytest.mark.parametrize("job_id", ["preview-dev", "preview-prod"])
