@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# vllm-omni's wheel is pure Python; only its request model is used (tests/worker/
+# vllm-omni's wheel is pure Python; only its request model is used (tests/unit/worker/
 # test_vllm_contract.py loads it by file path), so it goes in without its GPU dependencies.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -30,17 +30,19 @@ $(LOCAL_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[local]'
 	touch $(LOCAL_STAMP)
 
-# Layering (import-linter contracts in pyproject.toml) and types (mypy on worker/ and
-# tts_fleet/scaling, config) run before the tests; lint-imports reads components/ from this directory.
+# Layering (import-linter contracts in pyproject.toml) and types (mypy over tts_fleet/,
+# components/ and worker/) run before the tests; lint-imports reads components/ from this
+# directory. Four pytest-xdist workers, each taking whole modules (`--dist loadfile`) so a
+# module's fixtures are built once; `-n` stays out of addopts so one test still runs serially.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 4 --dist loadfile
 
-# The tests that start no process (no worker, speech server, pip or CLI subprocess).
+# The tiers that start no process (docs/testing.md): tests/unit and tests/integration.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not processes"
+	$(BIN)/pytest -q -n 2 --dist loadfile tests/unit tests/integration
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -56,7 +56,7 @@ def managed_instances_provider(
 ) -> aws.ecs.CapacityProviderManagedInstancesProviderArgsDict:
     """The `managed_instances_provider` block: where, what and how long hosts live."""
     # The requirements are plain data from tts_fleet/config/gpu.py (no pulumi there), in the
-    # provider's shape; tests/components/test_capacity.py checks them against its schema.
+    # provider's shape; tests/unit/components/test_capacity.py checks them against its schema.
     requirements = cast(Requirements, instance_requirements(args.gpu))
     return {
         "infrastructure_role_arn": infrastructure_role_arn,

@@ -48,5 +48,5 @@ class Worker:
 
     def _process(self, held: HeldMessage) -> None:
         """One message through the handler, without the consumer's threads: what
-        tests/test_contracts.py runs to see what the worker writes."""
+        tests/integration/repo/test_contracts.py runs to see what the worker writes."""
         self.handler(held, self.consumer)

@@ -16,7 +16,7 @@ from tts_fleet.exit_codes import ExitCode
 @dataclass(frozen=True)
 class CommandInfo:
     """Where a command lives and its one-line summary for `--help` (the first sentence of its
-    docstring, tests/test_cli_help.py holds them equal), so listing imports no command."""
+    docstring, tests/unit/cli/test_cli_help.py holds them equal), so listing imports no command."""
 
     module: str
     attribute: str

@@ -1,0 +1,382 @@
+"""Each contract fed from its writer to its reader, so a change on one side alone fails here.
+
+- the worker env: written by the task definition, the local fleet and the test helpers, read by
+  `worker.settings.load_settings`;
+- the S3 layout and the DLQ copy: written by `worker.loop`, read by the client, the local fleet
+  and allowed by the task role's IAM policy;
+- the EMF metrics: emitted by `worker.metrics` under the task's STACK_NAME, graphed by the
+  dashboard under the same `Stack` dimension;
+- the stack outputs: exported by `__main__.py`, read by `tts_fleet.client.stack`.
+
+Infrastructure runs under the Pulumi mocks; the worker runs in-process against the emulator.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from rich.console import Console
+
+from tests.lib.procs import env_for, list_keys, make_queues_and_bucket, worker_env
+from tests.lib.pulumi_harness import ACCOUNT, REGION, RecordingMocks
+from tests.lib.stack_support import PREBUILT, policy, run_main, run_platform, stack_file_config
+from tts_fleet.client import stack as client_stack
+from tts_fleet.client.aws import Target
+from tts_fleet.client.dlq import peek_dead_letters
+from tts_fleet.client.results import outcomes, result_objects
+from tts_fleet.config import outputs
+from tts_fleet.config.models import StackConfig
+from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
+from tts_fleet.local import emulator
+from tts_fleet.local.finish import _download
+from tts_fleet.local.run import LocalOptions, LocalRun
+from worker.consumer import SYSTEM_ATTRIBUTES
+from worker.held import HeldMessage
+from worker.jobs import FailureRecord, Job, Manifest, failure_key, manifest_key
+from worker.loop import Worker
+from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
+from worker.protection import Protection
+from worker.settings import DEFAULT_SPEECH_URL, Settings, load_settings
+from worker.speech import Speech
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKER_CONFIG = {
+    "image": PREBUILT,
+    "model": "Qwen/Contract-Model",
+    "concurrency": 7,
+    "stopTimeoutSeconds": 45,
+    "maxTextChars": 4321,
+}
+QUEUE_CONFIG = {"visibilityTimeoutSeconds": 900}
+
+
+@pytest.fixture(scope="module")
+def platform() -> RecordingMocks:
+    return run_platform({"worker": WORKER_CONFIG, "queue": QUEUE_CONFIG})
+
+
+def _queue_url(mocks: RecordingMocks, suffix: str) -> str:
+    [queue] = [q for q in mocks.of_type("aws:sqs/queue:Queue") if q.name.endswith(suffix)]
+    return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{queue.name}"
+
+
+# ---- the worker env -------------------------------------------------------------------
+
+
+def test_the_task_definitions_env_loads_as_the_values_it_was_given(
+    platform: RecordingMocks,
+) -> None:
+    task = platform.one("aws:ecs/taskDefinition:TaskDefinition").inputs
+    [container] = json.loads(task["containerDefinitions"])
+    env = {item["name"]: item["value"] for item in container["environment"]}
+    settings = load_settings(env)
+    bucket = platform.one("aws:s3/bucket:Bucket").name
+    written = (
+        settings.queue_url,
+        settings.dlq_url,
+        settings.output_bucket,
+        settings.output_prefix,
+        settings.aws_region,
+        settings.speech_url,
+        settings.speech_model,
+        settings.concurrency,
+        settings.visibility_timeout,
+        settings.max_text_chars,
+        settings.stop_timeout_seconds,
+        settings.stack_name,
+    )
+    assert written == (
+        _queue_url(platform, "-jobs"),
+        _queue_url(platform, "-dlq"),
+        bucket,
+        "",
+        REGION,
+        DEFAULT_SPEECH_URL,
+        "Qwen/Contract-Model",
+        7,
+        900,
+        4321,
+        45.0,
+        "dev",
+    )
+
+
+def test_the_local_fleets_env_loads_as_the_values_it_was_given(tmp_path: Path) -> None:
+    cfg = StackConfig.from_raw({"worker": WORKER_CONFIG})
+    options = LocalOptions(out=tmp_path, visibility_timeout=40, stop_timeout=3.5)
+    run = LocalRun(options, cfg, [], Console(file=io.StringIO()))
+    run.aws = emulator.LocalAws(
+        "http://127.0.0.1:1", "https://q.local/jobs", "https://q.local/dlq", "b", None, None
+    )
+    run.speech_url = "http://127.0.0.1:5555"
+    settings = load_settings(run.worker_env())
+    written = (
+        settings.queue_url,
+        settings.dlq_url,
+        settings.output_bucket,
+        settings.aws_region,
+        settings.speech_url,
+        settings.speech_model,
+        settings.concurrency,
+        settings.visibility_timeout,
+        settings.max_text_chars,
+        settings.stop_timeout_seconds,
+        settings.stack_name,
+    )
+    assert written == (
+        "https://q.local/jobs",
+        "https://q.local/dlq",
+        "b",
+        emulator.REGION,
+        "http://127.0.0.1:5555",
+        "Qwen/Contract-Model",
+        7,
+        40,
+        4321,
+        3.5,
+        "local",  # no --stack: the Stack dimension says so
+    )
+
+
+def test_the_test_helpers_env_loads_as_the_values_it_was_given() -> None:
+    names = {"queue_url": "https://q/jobs", "dlq_url": "https://q/dlq", "bucket": "b"}
+    env = worker_env({"AWS_REGION": "eu-west-1"}, SPEECH_URL="http://s:1", **env_for(names))
+    settings = load_settings(env)
+    assert (settings.queue_url, settings.dlq_url, settings.output_bucket) == (
+        "https://q/jobs",
+        "https://q/dlq",
+        "b",
+    )
+    assert (settings.aws_region, settings.speech_url) == ("eu-west-1", "http://s:1")
+
+
+def test_the_test_helpers_refuse_a_variable_the_worker_does_not_read() -> None:
+    with pytest.raises(TypeError, match="the worker reads no SPEECH_ULR"):
+        worker_env({}, SPEECH_ULR="http://s:1")
+
+
+# ---- the S3 layout, the records and the DLQ copy ----------------------------------------
+
+
+class FixedSpeech:
+    """The speech server's part: one piece of audio for any job."""
+
+    def synthesize(self, job: Job) -> Speech:
+        return Speech(b"RIFF-audio", 24_000, 1.5, 1)
+
+
+def _run_worker_on(sqs: Any, s3: Any, settings: Settings, bodies: list[str]) -> None:
+    """worker.loop's own code path for each message, minus the polling threads."""
+    for body in bodies:
+        sqs.send_message(QueueUrl=settings.queue_url, MessageBody=body)
+    messages = sqs.receive_message(
+        QueueUrl=settings.queue_url,
+        MaxNumberOfMessages=10,
+        MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES),
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    assert len(messages) == len(bodies)
+    metrics = Metrics(io.StringIO())
+    worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)  # type: ignore[arg-type]
+    for message in messages:
+        worker.handler(HeldMessage(message), worker.consumer)
+
+
+@pytest.fixture
+def written(aws_env: dict[str, str]) -> dict[str, Any]:
+    """What a worker leaves in the bucket and the DLQ for one done and one invalid job."""
+    sqs, s3 = boto3.client("sqs"), boto3.client("s3")
+    names = make_queues_and_bucket(sqs, s3)
+    settings = load_settings(worker_env({"AWS_REGION": REGION}, **env_for(names)))
+    done = Job(id="done-1", text="Hello.")
+    _run_worker_on(sqs, s3, settings, [done.body(), json.dumps({"id": "bad-1", "txt": "x"})])
+    target = Target(names["queue_url"], names["dlq_url"], names["bucket"])
+    return {"sqs": sqs, "s3": s3, "target": target, "keys": list_keys(s3, names["bucket"])}
+
+
+def test_the_worker_writes_only_where_the_task_role_may(
+    written: dict[str, Any], platform: RecordingMocks
+) -> None:
+    [task_policy] = [
+        p
+        for p in platform.of_type("aws:iam/rolePolicy:RolePolicy")
+        if p.name.endswith("-task-policy")
+    ]
+    [statement] = [s for s in policy(task_policy)["Statement"] if s["Sid"] == "WriteOutputs"]
+    patterns = [arn.split("/", 1)[1] for arn in statement["Resource"]]  # "<prefix>*" in bucket
+    assert len(written["keys"]) == 3  # audio, manifest, failure record
+    for key in written["keys"]:
+        assert any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns), (key, patterns)
+
+
+def test_the_manifest_and_the_failure_record_name_the_sender(written: dict[str, Any]) -> None:
+    s3, bucket = written["s3"], written["target"].bucket
+    manifest = Manifest.model_validate_json(
+        s3.get_object(Bucket=bucket, Key=manifest_key("done-1"))["Body"].read()
+    )
+    record = FailureRecord.model_validate_json(
+        s3.get_object(Bucket=bucket, Key=failure_key("bad-1"))["Body"].read()
+    )
+    assert manifest.sender_id
+    assert record.sender_id == manifest.sender_id
+
+
+def test_the_clients_readers_find_what_the_worker_wrote(written: dict[str, Any]) -> None:
+    s3, target = written["s3"], written["target"]
+    done, failed = outcomes(s3, target, ["done-1", "bad-1"])
+    assert done == {"done-1"}
+    assert list(failed) == ["bad-1"]
+    assert failed["bad-1"].startswith("invalid job: ")  # parsed from the FailureRecord
+    objects, missing = result_objects(s3, target, ["done-1"])
+    assert sorted(item["Key"] for item in objects) == sorted(
+        key for key in written["keys"] if "done-1" in key
+    )
+    assert missing == []
+
+
+def test_the_dlq_reader_sees_the_workers_reason(written: dict[str, Any]) -> None:
+    [letter] = peek_dead_letters(written["sqs"], written["target"].dlq_url)
+    assert letter.job_id == "bad-1"
+    assert letter.error is not None and letter.error.startswith("invalid job: ")
+
+
+def test_the_local_fleet_reads_the_workers_manifests(
+    written: dict[str, Any], tmp_path: Path
+) -> None:
+    target = written["target"]
+    aws = emulator.LocalAws(
+        "", target.queue_url, target.dlq_url, target.bucket, written["sqs"], written["s3"]
+    )
+    # What finish.collect downloads at the end of a run; it reads only the run's `aws`.
+    [manifest], failed_ids = _download(SimpleNamespace(aws=aws), tmp_path)
+    assert (manifest.id, manifest.duration_s, failed_ids) == ("done-1", 1.5, {"bad-1"})
+    assert manifest.audio_key in written["keys"]
+
+
+# ---- the metrics ----------------------------------------------------------------------
+
+
+Series = tuple[str, str, tuple[tuple[str, str], ...]]  # namespace, name, dimensions
+
+
+def _dashboard_metrics(platform: RecordingMocks) -> set[Series]:
+    """The worker series the dashboard graphs: namespace, name and its dimension pairs."""
+    body = json.loads(platform.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
+    rows = [row for w in body["widgets"] for row in w["properties"]["metrics"]]
+    own = [row for row in rows if isinstance(row[0], str) and "/" not in row[0]]
+    # The controller's decisions share the namespace; they are its contract, not the worker's
+    # (tests/unit/components/test_observability.py ties those to tts_fleet/controller/metrics.py).
+    worker = [row for row in own if row[1] not in CONTROLLER_METRICS]
+    return {(row[0], row[1], tuple(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in worker}
+
+
+def _emitted_metrics(env: dict[str, str] | None = None) -> set[Series]:
+    """What a worker started with the task definition's env writes: `worker.__main__` builds
+    Metrics from the loaded settings' stack name."""
+    stream = io.StringIO()
+    stack = load_settings(env).stack_name if env else "dev"
+    metrics = Metrics(stream, stack=stack)
+    metrics.completed(1.0, 2.0, 0.5)
+    metrics.failed()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    return {
+        (
+            group["Namespace"],
+            metric["Name"],
+            tuple((d, line[d]) for dims in group["Dimensions"] for d in dims),
+        )
+        for line in lines
+        for group in line["_aws"]["CloudWatchMetrics"]
+        for metric in group["Metrics"]
+    }
+
+
+def _task_env(platform: RecordingMocks) -> dict[str, str]:
+    task = platform.one("aws:ecs/taskDefinition:TaskDefinition").inputs
+    [container] = json.loads(task["containerDefinitions"])
+    return {item["name"]: item["value"] for item in container["environment"]}
+
+
+def test_the_dashboard_graphs_exactly_the_metrics_the_worker_emits(
+    platform: RecordingMocks,
+) -> None:
+    # AWS namespaces contain a "/" (AWS/SQS); the worker's own namespace does not.
+    emitted = _emitted_metrics(_task_env(platform))
+    assert _dashboard_metrics(platform) == emitted
+    assert {namespace for namespace, _, _ in emitted} == {NAMESPACE}
+    # Every series carries this stack's dimension, and only it.
+    assert {dims for _, _, dims in emitted} == {(("Stack", "dev"),)}
+
+
+def test_two_stacks_workers_write_distinct_series(platform: RecordingMocks) -> None:
+    prod = run_platform({"worker": WORKER_CONFIG, "queue": QUEUE_CONFIG}, stack="prod")
+    dev_series, prod_series = (_emitted_metrics(_task_env(p)) for p in (platform, prod))
+    assert len(dev_series) == len(prod_series) == 5
+    assert dev_series.isdisjoint(prod_series)
+    assert _dashboard_metrics(prod) == prod_series  # prod's dashboard: prod's series only
+
+
+def test_no_component_restates_a_worker_metric_name() -> None:
+    names = {name for _, name, _ in _emitted_metrics()} | {NAMESPACE, STACK_DIMENSION}
+    alternatives = "|".join(map(re.escape, sorted(names)))
+    quoted = re.compile(rf"""["']({alternatives})["']""")
+    found = [
+        f"{path.name}: {match.group(1)}"
+        for path in sorted((ROOT / "components").glob("*.py"))
+        for match in quoted.finditer(path.read_text())
+    ]
+    assert found == []
+
+
+# ---- the stack outputs ----------------------------------------------------------------
+
+
+# Not the default, so a reader falling back to it cannot pass for one that read the output.
+EXPORTED_TEXT_LIMIT = 4321
+
+
+@pytest.fixture(scope="module")
+def exports() -> dict[str, Any]:
+    worker = {"tts-fleet:worker": {"maxTextChars": EXPORTED_TEXT_LIMIT}}
+    return run_main({**stack_file_config("dev"), **worker}, "dev")[1]
+
+
+def test_main_exports_every_declared_output(exports: dict[str, Any]) -> None:
+    assert sorted(exports) == sorted(outputs.ALL)
+
+
+def test_the_client_reads_the_outputs_main_exports(
+    exports: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert set(client_stack.READ_OUTPUTS) <= set(exports)
+    for name in ("TTS_FLEET_QUEUE_URL", "TTS_FLEET_DLQ_URL", "TTS_FLEET_BUCKET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(client_stack, "stack_outputs", lambda stack: exports)
+    target = client_stack.resolve_target("dev", None, None, None)
+    resolved = (
+        target.queue_url,
+        target.dlq_url,
+        target.bucket,
+        target.cluster,
+        target.service,
+        target.controller_arn,
+        target.max_text_chars,
+    )
+    assert resolved == (
+        exports[outputs.QUEUE_URL],
+        exports[outputs.DLQ_URL],
+        exports[outputs.BUCKET_NAME],
+        exports[outputs.CLUSTER_NAME],
+        exports[outputs.SERVICE_NAME],
+        exports[outputs.CONTROLLER_FUNCTION_ARN],
+        EXPORTED_TEXT_LIMIT,
+    )
+    assert None not in resolved

@@ -1,0 +1,264 @@
+"""worker/entrypoint.sh run for real with stand-ins for the two programs it supervises.
+
+`vllm` is a small Python script on PATH that records its arguments, answers /health and
+records SIGTERM (and can crash at start, die mid-run or ignore SIGTERM); `python -m worker`
+resolves to a stand-in package in a temp dir that records start, the stop budget it was
+handed, SIGTERM and exit (and can drain forever). The events file gives the order. What this
+cannot prove: that the real vLLM-Omni accepts `--omni` (no GPU here), nor the Dockerfile
+build (no Docker engine here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.lib.stack_support import WORKER_DIR
+
+ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
+
+# vLLM listens on loopback only: the worker beside it is its one client.
+VLLM_START = "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port}"
+
+FAKE_VLLM = """#!{python}
+import http.server, os, signal, sys, threading, time
+events = os.environ["EVENTS"]
+def note(text):
+    with open(events, "a") as f:
+        f.write(text + "\\n")
+note("vllm-start " + " ".join(sys.argv[1:]))
+mode = os.environ.get("VLLM_MODE", "")
+if mode == "crash":
+    sys.exit(7)
+def on_term(*_):
+    note("vllm-term")
+    if mode != "stubborn":  # stubborn: a server that ignores SIGTERM (stuck CUDA teardown)
+        os._exit(0)
+signal.signal(signal.SIGTERM, on_term)
+host = sys.argv[sys.argv.index("--host") + 1]
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+time.sleep(0.5)  # a model load takes a while
+server = http.server.HTTPServer((host, port), Health)  # fails if --host is dropped
+threading.Thread(target=server.serve_forever, daemon=True).start()
+if mode == "die-after":  # the engine dies mid-run
+    time.sleep(float(os.environ["VLLM_DIE_AFTER"]))
+    note("vllm-died")
+    os._exit(9)
+while True:
+    time.sleep(0.1)
+"""
+
+FAKE_WORKER = """import os, signal, sys, time
+events = os.environ["EVENTS"]
+def note(text):
+    with open(events, "a") as f:
+        f.write(text + "\\n")
+note("worker-start")
+note("worker-budget " + os.environ.get("STOP_TIMEOUT_SECONDS", "unset"))
+time.sleep(float(os.environ.get("WORKER_IMPORT_SECONDS", "0")))  # before any handler
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+while not stop:
+    time.sleep(0.05)
+note("worker-term")
+while os.environ.get("WORKER_MODE") == "stubborn":  # a drain that never ends
+    time.sleep(0.05)
+time.sleep(0.3)  # drain in-flight jobs
+note("worker-exit")
+sys.exit(int(os.environ.get("WORKER_EXIT", "0")))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists() and line in events.read_text().splitlines():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{line!r} never appeared; events: {read(events)}")
+
+
+def read(events: Path) -> list[str]:
+    return events.read_text().splitlines() if events.exists() else []
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    vllm = bin_dir / "vllm"
+    vllm.write_text(FAKE_VLLM.format(python=sys.executable))
+    vllm.chmod(0o755)
+    package = tmp_path / "pkg" / "worker"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(FAKE_WORKER)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(tmp_path / "pkg"),
+        "EVENTS": str(tmp_path / "events"),
+        "SPEECH_MODEL": "Qwen/Test-Model",
+        "SPEECH_PORT": str(free_port()),
+        "HEALTH_TIMEOUT_SECONDS": "60",
+        "CWD": str(tmp_path / "pkg"),
+    }
+
+
+@pytest.fixture
+def start(sandbox: dict[str, str]) -> Iterator[object]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(**extra: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **sandbox, **extra}
+        proc = subprocess.Popen(
+            ["bash", str(ENTRYPOINT)], env=env, cwd=sandbox["CWD"], start_new_session=True
+        )
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:  # never leave the entrypoint or its children running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_sigterm_reaches_the_worker_first_and_vllm_is_stopped_after(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(WORKER_EXIT="0")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    assert read(events)[0] == VLLM_START.format(port=sandbox["SPEECH_PORT"])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert read(events) == [
+        VLLM_START.format(port=sandbox["SPEECH_PORT"]),
+        "worker-start",
+        "worker-budget 109.0",  # 120 s: 10 for vLLM, 1 of slack, the rest the worker's
+        "worker-term",
+        "worker-exit",
+        "vllm-term",
+    ]
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_the_worker_exit_code_is_the_containers(start: object, sandbox: dict[str, str]) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(WORKER_EXIT="3")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 3
+    assert read(events)[-1] == "vllm-term"
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_a_speech_server_that_dies_before_health_fails_fast_without_a_worker(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    proc = start(VLLM_MODE="crash")  # type: ignore[operator]
+    assert proc.wait(timeout=60) == 1
+    assert read(Path(sandbox["EVENTS"])) == [VLLM_START.format(port=sandbox["SPEECH_PORT"])]
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_vllm_dying_mid_run_stops_the_worker_and_fails_the_task(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(VLLM_MODE="die-after", VLLM_DIE_AFTER="1.5", WORKER_EXIT="0")  # type: ignore[operator]
+    # The worker drains and exits 0; ECS must still see a failure, not a clean stop.
+    assert proc.wait(timeout=60) == 1
+    assert read(events)[-3:] == ["vllm-died", "worker-term", "worker-exit"]
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_durations_with_decimals_are_read(start: object, sandbox: dict[str, str]) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(HEALTH_TIMEOUT_SECONDS="60.5", STOP_TIMEOUT_SECONDS="30.5")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    # 30.5 s: vLLM gets a quarter (7.6 s, under its default 10), 1 s of slack, 21.9 s left.
+    wait_for(events, "worker-budget 21.9")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["HEALTH_TIMEOUT_SECONDS", "STOP_TIMEOUT_SECONDS"])
+def test_a_duration_that_is_not_a_number_exits_2_with_one_line(
+    sandbox: dict[str, str], name: str
+) -> None:
+    env = {**os.environ, **sandbox, name: "15m"}
+    result = subprocess.run(
+        ["bash", str(ENTRYPOINT)], env=env, cwd=sandbox["CWD"], capture_output=True, timeout=30
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        f"entrypoint: {name}='15m' must be a number of seconds"
+    ]
+    assert read(Path(sandbox["EVENTS"])) == []  # nothing was started
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_the_whole_stop_fits_the_stop_budget(start: object, sandbox: dict[str, str]) -> None:
+    """A worker whose drain never ends and a vLLM that ignores SIGTERM: both are killed in
+    time for the container to be out inside stopTimeout, which ECS would end with SIGKILL."""
+    events = Path(sandbox["EVENTS"])
+    proc = start(  # type: ignore[operator]
+        STOP_TIMEOUT_SECONDS="4",
+        VLLM_STOP_SECONDS="1",
+        WORKER_MODE="stubborn",
+        VLLM_MODE="stubborn",
+    )
+    wait_for(events, "worker-budget 2.0")  # 4 s less 1 for vLLM and 1 of slack
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    status = proc.wait(timeout=60)
+    elapsed = time.monotonic() - sent
+    assert status == 128 + signal.SIGKILL  # the worker's: killed at the end of its share
+    assert 2.0 < elapsed < 4.0, elapsed
+    assert read(events)[-2:] == ["worker-term", "vllm-term"]
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_a_stop_while_the_worker_starts_still_drains_it(
+    start: object, sandbox: dict[str, str]
+) -> None:
+    """SIGTERM before the worker has its handlers (Python starting, imports): not a -15."""
+    events = Path(sandbox["EVENTS"])
+    proc = start(WORKER_IMPORT_SECONDS="1.5")  # type: ignore[operator]
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert read(events)[-3:] == ["worker-term", "worker-exit", "vllm-term"]

@@ -1,0 +1,165 @@
+"""Cost model: the idle floor per network mode, instance choice, prices file, `tts-fleet cost`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tts_fleet.cli.main import cli
+from tts_fleet.config import topology
+from tts_fleet.config.models import StackConfig
+from tts_fleet.config.stack_file import StackFile
+from tts_fleet.config.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
+from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def floor(report: dict, mode: str) -> dict[str, float]:
+    return {x["item"]: x["monthly_usd"] for x in report["modes"][mode]["floor"]}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_scale_to_zero_is_not_a_zero_bill(stack: str) -> None:
+    report = cost_report(StackFile.load(ROOT / f"Pulumi.{stack}.yaml").config()).to_json()
+    totals = {m: v["floor_monthly_usd"] for m, v in report["modes"].items()}
+    nat = floor(report, "nat")
+    # nat: the NAT gateway is the largest line and more than half of the floor.
+    assert max(nat, key=lambda k: nat[k]) == "NAT gateway hours"
+    assert nat["NAT gateway hours"] > totals["nat"] / 2
+    # existing mode adds no network of its own: the smallest floor.
+    assert totals["existing"] == min(totals.values())
+    assert totals["existing"] > 0  # alarms, dashboard, ECR, logs still bill
+    assert sum(floor(report, "nat").values()) == pytest.approx(totals["nat"], abs=0.05)
+
+
+def test_nat_hours_follow_the_gateway_count() -> None:
+    prices = load_prices()
+    single = StackConfig.from_raw({"network": {"azCount": 3, "natGateways": "single"}})
+    per_az = StackConfig.from_raw({"network": {"azCount": 3, "natGateways": "one-per-az"}})
+    one = floor(cost_report(single).to_json(), "nat")["NAT gateway hours"]
+    three = floor(cost_report(per_az).to_json(), "nat")["NAT gateway hours"]
+    assert one == pytest.approx(prices["nat_gateway_hour"] * 730, abs=0.01)
+    assert three == pytest.approx(3 * one, abs=0.01)
+
+
+def test_endpoints_are_priced_per_endpoint_and_az() -> None:
+    prices = load_prices()
+    cfg = StackConfig.from_raw({"network": {"mode": "endpoints", "azCount": 3}})
+    line = floor(cost_report(cfg).to_json(), "endpoints")["Interface endpoints × AZs"]
+    expected = len(INTERFACE_ENDPOINTS) * 3 * 730 * prices["interface_endpoint_hour"]
+    assert line == pytest.approx(expected, abs=0.01)
+
+
+def test_instance_choice_follows_gpu_config() -> None:
+    prices = load_prices()
+    table = prices["instances"]
+    default = pick_instance(StackConfig(), prices)
+    fits = [n for n, s in table.items() if s["gpus"] == 1 and s["gpu_memory_gib"] >= 20]
+    assert default.type == min(fits, key=lambda n: table[n]["hourly"])
+    big = pick_instance(StackConfig.from_raw({"gpu": {"minGpuMemoryGib": 40}}), prices)
+    assert table[big.type]["gpu_memory_gib"] >= 40
+    pinned = StackConfig.from_raw({"gpu": {"allowedInstanceTypes": ["g5.xlarge"]}})
+    assert pick_instance(pinned, prices).type == "g5.xlarge"
+    spot = pick_instance(StackConfig.from_raw({"gpu": {"capacityType": "spot"}}), prices)
+    factor = prices.assumptions["spot_factor"]
+    assert spot.hourly_usd == pytest.approx(default.hourly_usd * factor, abs=1e-4)
+    with pytest.raises(CostError, match="no priced instance type fits"):
+        pick_instance(StackConfig.from_raw({"gpu": {"minGpuMemoryGib": 500}}), prices)
+
+
+def test_running_cost_and_simulator_rates_agree() -> None:
+    cfg = StackConfig()
+    report = cost_report(cfg).to_json()
+    run = report["modes"]["nat"]["running"]
+    assert run["per_gpu_hour_usd"] == pytest.approx(
+        run["gpu_hourly_usd"] + run["management_fee_hourly_usd"]
+    )
+    rates = rates_for(cfg)
+    assert rates.gpu_hourly_usd == pytest.approx(run["per_gpu_hour_usd"])
+    # The simulator's floor is the configured mode's floor without output storage.
+    no_outputs = report["modes"]["nat"]["floor_monthly_usd"] - floor(report, "nat")["S3 outputs"]
+    assert rates.floor_monthly_usd == pytest.approx(no_outputs, abs=0.01)
+    assert run["network_data_per_cold_start_usd"] > 0
+    assert report["modes"]["existing"]["running"]["network_data_per_cold_start_usd"] == 0
+
+
+def test_region_overrides_fall_back_to_us_east_1_and_say_so() -> None:
+    base, eu = load_prices(), load_prices("eu-west-1")
+    assert eu["nat_gateway_hour"] > base["nat_gateway_hour"]
+    assert eu["dashboard_month"] == base["dashboard_month"]
+    assert "dashboard_month" in eu.fallback_keys and "nat_gateway_hour" not in eu.fallback_keys
+    assert base.fallback_keys == ()
+
+
+def test_prices_file_states_source_and_date() -> None:
+    meta = load_prices().meta
+    assert meta["as_of"] and "verify" in meta["status"]
+    assert all(url.startswith("https://aws.amazon.com/") for url in meta["sources"].values())
+
+
+def test_cost_command_prints_three_modes_side_by_side() -> None:
+    runner = CliRunner()
+    text = runner.invoke(cli, ["cost", "--stack", "dev", "--project-dir", str(ROOT)])
+    assert text.exit_code == 0, text.output
+    header = next(line for line in text.output.splitlines() if "idle floor" in line)
+    assert header.split()[-3:] == ["nat", "endpoints", "existing"]
+    as_json = runner.invoke(cli, ["cost", "--stack", "dev", "--project-dir", str(ROOT), "--json"])
+    data = json.loads(as_json.output)
+    assert data["stack"] == "dev" and set(data["modes"]) == {"nat", "endpoints", "existing"}
+    assert data["modes"]["nat"]["running"]["capacity_type"] == "spot"  # from Pulumi.dev.yaml
+
+
+def test_cost_command_bad_stack_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["cost", "--stack", "nope", "--project-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: {tmp_path / 'Pulumi.nope.yaml'}: no such stack file (stacks are "
+        "Pulumi.<stack>.yaml)"
+    ]
+
+
+def test_counts_come_from_the_topology_not_the_prices_file() -> None:
+    """The prices file holds prices and usage assumptions; what the stack creates (alarms,
+    endpoints, keys) is the topology's, the facts the components build from."""
+    assumptions = load_prices().assumptions
+    for copied in ("interface_endpoints", "alarm_metrics_standard", "kms_keys", "dashboards"):
+        assert copied not in assumptions
+    report = cost_report(StackConfig())
+    lines = {x.item: x for x in report.modes["existing"].floor}
+    cfg = StackConfig()
+    # Default (controller) mode: the safety net (3 metrics), the controller function's
+    # errors alarm (3) and the two queue alarms.
+    assert lines["CloudWatch alarms (standard, 60 s)"].quantity == topology.alarm_metrics(cfg) == 8
+    alarms_mode = StackConfig.from_raw({"scaling": {"mode": "alarms"}})
+    assert topology.alarm_metrics(alarms_mode) == 6  # scale-out and idle: 2 metrics each
+    # The controller runs all month and reports every minute; alarms mode has neither line.
+    assert lines["CloudWatch metrics (controller)"].quantity == 4
+    runs = lines["Controller (Lambda + Scheduler)"]
+    assert runs.quantity == 60 * 730 and 0 < runs.monthly_usd < 1
+    alarm_lines = {x.item for x in cost_report(alarms_mode).modes["existing"].floor}
+    assert "Controller (Lambda + Scheduler)" not in alarm_lines
+    # The alerts topic's customer-managed key bills a month like any other.
+    assert lines["KMS customer keys"].quantity == topology.kms_keys(cfg) == 1
+    assert lines["KMS customer keys"].monthly_usd == load_prices()["kms_key_month"]
+
+
+def test_cost_report_is_typed_and_its_json_keeps_the_document_keys() -> None:
+    report = cost_report(StackConfig(), stack="dev")
+    assert list(report.modes) == ["nat", "endpoints", "existing"]
+    nat = report.modes["nat"]
+    assert nat.floor_monthly_usd == round(sum(x.monthly_usd for x in nat.floor), 2)
+    data = report.to_json()
+    assert set(data) == {
+        "region", "configured_mode", "prices_as_of", "prices_status",
+        "prices_fallback_to_us_east_1", "modes", "stack",
+    }  # fmt: skip
+    assert set(data["modes"]["nat"]) == {"floor", "floor_monthly_usd", "running"}
+    assert set(data["modes"]["nat"]["floor"][0]) == {
+        "item", "quantity", "unit", "unit_usd", "monthly_usd", "note",
+    }  # fmt: skip
+    assert data["modes"]["nat"]["running"]["instance_type"] == nat.running.instance_type
+    assert data["stack"] == "dev"
