@@ -22,8 +22,6 @@ from worker.held import HeldMessage, InFlight
 log = logging.getLogger("worker.heartbeat")
 # SQS batch actions take at most 10 entries (ChangeMessageVisibilityBatch, DeleteMessageBatch).
 MAX_BATCH_ENTRIES = 10
-# The held message's old name: tests/integration/repo/test_contracts.py (not this area's) still imports it.
-Task = HeldMessage
 
 
 def change_visibility(sqs: Any, queue_url: str, messages: list[HeldMessage], seconds: int) -> int:

@@ -10,7 +10,6 @@ from worker.clock import SYSTEM_CLOCK, Clock
 from worker.consumer import Consumer
 from worker.events import Events
 from worker.handler import Synthesizer, TtsHandler
-from worker.held import HeldMessage
 from worker.metrics import Metrics
 from worker.outputs import OutputStore
 from worker.protection import Protection
@@ -45,8 +44,3 @@ class Worker:
 
     def request_stop(self) -> None:
         self.consumer.request_stop()
-
-    def _process(self, held: HeldMessage) -> None:
-        """One message through the handler, without the consumer's threads: what
-        tests/integration/repo/test_contracts.py runs to see what the worker writes."""
-        self.handler(held, self.consumer)
