@@ -381,7 +381,8 @@ class WorkerConfig(_Section):
             "Hugging Face commit (40 hex digits) of the model weights baked in (`ARG"
             " MODEL_REVISION`); the default is the default model's. Another `model` needs its"
             " own: the newest commit in the model's history on the Hub, or the"
-            " `snapshots/<commit>` directory a download leaves (docs/deploy.md#the-model-revision)."
+            " `snapshots/<commit>` directory a download leaves (docs/deploy.md#the-model-revision);"
+            " unused with a prebuilt `image`."
         ),
     )
     cuda_compatibility: bool = Field(
@@ -419,7 +420,11 @@ class WorkerConfig(_Section):
                     f"must be a commit SHA, 40 hex digits (got {self.model_revision!r})",
                 )
             )
-        elif self.model != DEFAULT_MODEL and self.model_revision == _pinned_revision():
+        elif (
+            not self.image  # a prebuilt image brings its own weights
+            and self.model != DEFAULT_MODEL
+            and self.model_revision == _pinned_revision()
+        ):
             problems.append(
                 ("modelRevision", f"is the default model's commit: set the commit of {self.model}")
             )

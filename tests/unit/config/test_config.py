@@ -249,3 +249,5 @@ def test_the_model_revision_is_a_commit_of_the_configured_model(
     assert raised.value.problems == [line]
     other = {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "modelRevision": "5" * 40}
     assert StackConfig.from_raw({"worker": other}).worker.model_revision == "5" * 40
+    prebuilt = {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "image": "repo/tts:v1"}
+    assert StackConfig.from_raw({"worker": prebuilt}).worker.image == "repo/tts:v1"
