@@ -432,7 +432,9 @@ def test_a_sigterm_during_the_imports_exits_0(aws_env: dict[str, str], sqs: Any,
 
 @pytest.mark.processes
 @pytest.mark.timeout(60)
-def test_a_stop_repeated_until_the_exit_is_still_a_clean_exit(aws_env: dict[str, str], sqs: Any, s3: Any) -> None:
+def test_a_stop_repeated_until_the_exit_is_still_a_clean_exit(
+    aws_env: dict[str, str], sqs: Any, s3: Any
+) -> None:
     # The entrypoint repeats SIGTERM every second until the worker is gone; one landing while
     # Python finalizes (default handlers back) would otherwise end a clean drain as -15.
     env = reachable(sqs, s3)
