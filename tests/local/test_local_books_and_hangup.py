@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.lib.local_cli import CLI, RUN_TIMEOUT, exports
+from tests.lib.procs import wait_for
 from tts_fleet.client.books import split_text
 
 pytestmark = pytest.mark.processes
@@ -70,9 +71,10 @@ def test_sighup_mid_run_keeps_finished_outputs_and_saves_the_rest(start) -> None
         "--demo", "30", "--max-workers", "2", "--jobs-per-worker", "15",
         "--speech-latency-ms", "1500", "--tick", "0.3",
     )  # fmt: skip
-    # Wait until some outputs are already in --out mid-run (they are fetched as jobs finish).
+    # Wait until some outputs are already in --out mid-run (they are fetched as jobs finish,
+    # a moment after the decision that counts them).
     run.wait_for(lambda e: e["event"] == "decision" and e.get("completed", 0) >= 3)
-    deadline_files = list(run.out.glob("demo-*.json"))
+    deadline_files = wait_for(lambda: list(run.out.glob("demo-*.json")), 60, 0.1, "an output")
     run.proc.send_signal(signal.SIGHUP)  # the terminal closed
     code, _, stderr = run.finish(timeout=60)
     assert code == 130, stderr[-2000:]
@@ -90,6 +92,7 @@ def test_after_a_sigkill_resume_runs_only_what_is_not_in_out(start) -> None:  # 
     args = ("--demo", "16", "--max-workers", "2", "--jobs-per-worker", "8", "--tick", "0.3")
     killed = start(*args, "--speech-latency-ms", "400")
     killed.wait_for(lambda e: e["event"] == "decision" and e.get("completed", 0) >= 3)
+    wait_for(lambda: list(killed.out.glob("demo-*.json")), 60, 0.1, "an output in --out")
     killed.proc.send_signal(signal.SIGKILL)  # no drain, no unfinished.jsonl: only --out is left
     killed.proc.wait(timeout=30)
     before = {p.stem for p in killed.out.glob("demo-*.json")}
