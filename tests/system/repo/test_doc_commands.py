@@ -2,7 +2,9 @@
 
 Every `tts-fleet …` line in a fenced block of README.md and docs/*.md is collected. The cheap
 ones run for real from a copy of the project (the stack files are read from it): the
-policy tools (`scaling`, `simulate`, `advise`, `cost`) and the `local` runs. Commands that need
+policy tools (`scaling`, `simulate`, `advise`, `cost`) and the `local` runs, with a `--demo`
+of at most DEMO_JOBS jobs (every option as written; the count only makes the run longer: a
+`--demo 200` took most of a minute). Commands that need
 a deployed stack, a running fleet or the Pulumi CLI are checked for the command and options
 they name (`--help` appended: click rejects an unknown command or option before printing help).
 """
@@ -28,6 +30,7 @@ _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 _COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?(tts-fleet(?: .*)?)$")
 RUN_AS_WRITTEN = {"scaling", "simulate", "advise", "cost", "local"}
 LOCAL_TIMEOUT_S = 240
+DEMO_JOBS = 6
 JOBS = '{"id": "doc-1", "text": "Hello from the docs."}\n{"id": "doc-2", "text": "And again."}\n'
 
 
@@ -105,8 +108,12 @@ def test_the_docs_have_examples_of_every_kind() -> None:
 @pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[c for _, c in COMMANDS])
 def test_a_documented_command_runs_as_written(project: Path, where: str, command: str) -> None:
     if _runs_as_written(command):
+        argv = _argv(command)
+        if "--demo" in argv:
+            at = argv.index("--demo") + 1
+            argv[at] = str(min(int(argv[at]), DEMO_JOBS))
         done = subprocess.run(
-            _argv(command), cwd=project, env=_env(), capture_output=True, text=True,
+            argv, cwd=project, env=_env(), capture_output=True, text=True,
             timeout=LOCAL_TIMEOUT_S,
         )  # fmt: skip
         assert done.returncode == 0, f"{where}: {command}\n{done.stderr[-1500:]}"

@@ -3,7 +3,7 @@ the Pulumi SDKs, and the Pulumi program still builds from a plain copy of the pr
 it loads `components/` from the project directory (it is not in the wheel).
 
 Slow (a wheel build, a fresh venv with the base dependencies from the package index, two
-program runs): about a minute.
+program runs): about half a minute.
 """
 
 from __future__ import annotations
@@ -84,9 +84,15 @@ def wheel(copy: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bare_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel and its base dependencies only (no extras)."""
     venv = tmp_path_factory.mktemp("venv") / "bare"
-    made = run([sys.executable, "-m", "venv", str(venv)], venv.parent, 120)
+    # Without pip of its own (ensurepip is most of a venv's start-up): this pip installs into it.
+    made = run([sys.executable, "-m", "venv", "--without-pip", str(venv)], venv.parent, 120)
     assert made.returncode == 0, made.stderr
-    installed = run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], venv.parent, 600)
+    python = str(venv / "bin" / "python")
+    installed = run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", str(wheel)],
+        venv.parent,
+        600,
+    )
     assert installed.returncode == 0, installed.stderr
     return venv
 
@@ -117,7 +123,9 @@ def test_a_base_install_runs_submit_help_without_pulumi(bare_venv: Path, tmp_pat
     assert helped.returncode == 0, helped.stderr
     assert helped.stdout.startswith("Usage: tts-fleet submit")
     prices = run(
-        [str(python), "-c", "import tts_fleet.cost.report as r; print(r.__file__)"], tmp_path
+        [str(python), "-c", "import tts_fleet.cost.report as r; print(r.__file__)"],
+        tmp_path,
+        env=clean_env(),  # a PYTHONPATH naming the work tree would shadow the installed copy
     )
     assert str(bare_venv) in prices.stdout  # the installed copy, not the work tree
 
@@ -147,7 +155,8 @@ def test_an_unimportable_pulumi_is_one_line_naming_the_infra_extra(blocked: str)
 def program_in(directory: Path) -> dict[str, Any]:
     result = run([sys.executable, "-c", PROGRAM], directory, env=clean_env())
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.splitlines()[-1])
+    built: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
+    return built
 
 
 def test_the_program_builds_under_mocks_from_a_copy_of_the_project(copy: Path) -> None:

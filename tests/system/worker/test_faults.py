@@ -31,7 +31,7 @@ STARTED = r"job (\S+) started"
 # A slow server's every answer takes this long, the worker's start-up probe synthesis too: long
 # enough that no job finishes before the kill or the stop, short enough for the probe to
 # pass within SLOW_HEALTH_S.
-SLOW_MS = 20_000
+SLOW_MS = 10_000
 SLOW_HEALTH_S = 60
 
 
@@ -41,7 +41,9 @@ def send(sqs: Any, queue_url: str, jobs: list[Job]) -> None:
 
 
 def manifest(s3: Any, bucket: str, job_id: str) -> dict[str, Any]:
-    return json.loads(s3.get_object(Bucket=bucket, Key=f"outputs/{job_id}.json")["Body"].read())
+    body = s3.get_object(Bucket=bucket, Key=f"outputs/{job_id}.json")["Body"].read()
+    written: dict[str, Any] = json.loads(body)
+    return written
 
 
 def wait_manifests(s3: Any, bucket: str, ids: set[str], timeout: float) -> None:
@@ -56,7 +58,9 @@ def assert_once(s3: Any, bucket: str, ids: set[str]) -> None:
 
 
 @pytest.mark.timeout(150)
-def test_sigkill_with_jobs_in_flight(aws_env, sqs, s3, procs: Processes) -> None:
+def test_sigkill_with_jobs_in_flight(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     # The queue's own visibility is long: only the worker's short one (kept alive by its
     # heartbeat while it lived) can bring the jobs back quickly after the kill.
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=600)
@@ -83,18 +87,20 @@ def test_sigkill_with_jobs_in_flight(aws_env, sqs, s3, procs: Processes) -> None
         a.wait(10)
         b = procs.add(start_worker(aws_env, SPEECH_URL=fast.url, WORKER_ID="b", **env_for(names)))
         # Back within A's visibility extension (4 s) plus a margin for a loaded machine.
-        wait_manifests(s3, names["bucket"], {j.id for j in jobs}, timeout=60)
+        wait_manifests(s3, names["bucket"], {j.job_id for j in jobs}, timeout=60)
         wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
         b.terminate()
         assert b.wait(30) == 0
-    assert_once(s3, names["bucket"], {j.id for j in jobs})
+    assert_once(s3, names["bucket"], {j.job_id for j in jobs})
     for job in jobs:
-        done = manifest(s3, names["bucket"], job.id)
+        done = manifest(s3, names["bucket"], job.job_id)
         assert (done["worker"], done["attempts"]) == ("b", 2)
 
 
 @pytest.mark.timeout(150)
-def test_sigterm_releases_unfinished_jobs_at_once(aws_env, sqs, s3, procs: Processes) -> None:
+def test_sigterm_releases_unfinished_jobs_at_once(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     # Visibility 600 s everywhere: a job B finishes within a minute was released, not expired.
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=600)
     jobs = [Job(id=f"t{i}", text=f"Job number {i}.") for i in range(2)]
@@ -130,15 +136,17 @@ def test_sigterm_releases_unfinished_jobs_at_once(aws_env, sqs, s3, procs: Proce
                 **env_for(names),
             )
         )
-        wait_manifests(s3, names["bucket"], {j.id for j in jobs}, timeout=60)
+        wait_manifests(s3, names["bucket"], {j.job_id for j in jobs}, timeout=60)
         b.terminate()
         assert b.wait(30) == 0
-    assert_once(s3, names["bucket"], {j.id for j in jobs})
-    assert {manifest(s3, names["bucket"], j.id)["worker"] for j in jobs} == {"b"}
+    assert_once(s3, names["bucket"], {j.job_id for j in jobs})
+    assert {manifest(s3, names["bucket"], j.job_id)["worker"] for j in jobs} == {"b"}
 
 
 @pytest.mark.timeout(150)
-def test_sigterm_finishes_in_flight_jobs(aws_env, sqs, s3, procs: Processes) -> None:
+def test_sigterm_finishes_in_flight_jobs(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=5, visibility_timeout=600)
     jobs = [Job(id=f"f{i}", text=f"Job number {i}.") for i in range(3)]
     with start_speech_server("tone", latency_ms=3_000, batch_exponent=0) as speech:
@@ -163,7 +171,9 @@ def test_sigterm_finishes_in_flight_jobs(aws_env, sqs, s3, procs: Processes) -> 
 
 
 @pytest.mark.timeout(150)
-def test_speech_down_then_back(aws_env, sqs, s3, procs: Processes) -> None:
+def test_speech_down_then_back(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=20, visibility_timeout=30)
     jobs = [Job(id=f"d{i}", text=f"Job number {i}.") for i in range(3)]
     speech = start_speech_server("tone")
@@ -175,17 +185,19 @@ def test_speech_down_then_back(aws_env, sqs, s3, procs: Processes) -> None:
         wait_for_log(worker, r"released for \d+s after receive \d+: speech server", count=4)
         assert list_keys(s3, names["bucket"]) == []
         speech = start_speech_server("tone", port=speech.port)
-        wait_manifests(s3, names["bucket"], {j.id for j in jobs}, timeout=60)
+        wait_manifests(s3, names["bucket"], {j.job_id for j in jobs}, timeout=60)
         wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
     finally:
         speech.stop()
-    assert_once(s3, names["bucket"], {j.id for j in jobs})
+    assert_once(s3, names["bucket"], {j.job_id for j in jobs})
     assert visible_and_in_flight(sqs, names["dlq_url"]) == (0, 0)
-    assert max(manifest(s3, names["bucket"], j.id)["attempts"] for j in jobs) >= 2
+    assert max(manifest(s3, names["bucket"], j.job_id)["attempts"] for j in jobs) >= 2
 
 
 @pytest.mark.timeout(150)
-def test_speech_down_past_max_receive_count(aws_env, sqs, s3, procs: Processes) -> None:
+def test_speech_down_past_max_receive_count(
+    aws_env: dict[str, str], sqs: Any, s3: Any, procs: Processes
+) -> None:
     names = make_queues_and_bucket(sqs, s3, max_receive_count=2, visibility_timeout=30)
     jobs = [Job(id=f"x{i}", text=f"Job number {i}.") for i in range(2)]
     with start_speech_server("tone") as speech:
@@ -200,8 +212,8 @@ def test_speech_down_past_max_receive_count(aws_env, sqs, s3, procs: Processes) 
     assert list_keys(s3, names["bucket"], "outputs/") == []
     for job in jobs:
         record = json.loads(
-            s3.get_object(Bucket=names["bucket"], Key=f"failures/{job.id}.json")["Body"].read()
+            s3.get_object(Bucket=names["bucket"], Key=f"failures/{job.job_id}.json")["Body"].read()
         )
-        assert (record["id"], record["attempts"]) == (job.id, 2)
+        assert (record["id"], record["attempts"]) == (job.job_id, 2)
         assert "unreachable" in record["detail"]
     wait_for(lambda: visible_and_in_flight(sqs, names["queue_url"]) == (0, 0), 30)
