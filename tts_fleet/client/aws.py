@@ -37,7 +37,7 @@ class Target:
     cluster: str | None = None
     service: str | None = None
     events_queue_url: str | None = None  # completion events (notifications.enabled), if any
-    controller_arn: str | None = None  # the scaling controller (scaling.controller: lambda)
+    controller_arn: str | None = None  # the scaling controller (scaling.mode: controller)
     # The stack's worker.maxTextChars (its maxTextChars output); a target given by URL, or a
     # stack deployed before the output existed, has the worker's default.
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS

@@ -33,7 +33,7 @@ READ_OUTPUTS = (
     names.CLUSTER_NAME,
     names.SERVICE_NAME,
     names.EVENTS_QUEUE_URL,  # null unless the stack has notifications on
-    names.CONTROLLER_FUNCTION_ARN,  # absent with scaling.controller: alarms
+    names.CONTROLLER_FUNCTION_ARN,  # absent with scaling.mode: alarms
     names.MAX_TEXT_CHARS,  # absent from a stack deployed before it was exported
 )
 PULUMI_TIMEOUT_S = 60

@@ -16,7 +16,7 @@ READER_POLICY_ARN = "readerPolicyArn"
 IMAGE_URI = "imageUri"
 DASHBOARD_URL = "dashboardUrl"
 ALERTS_TOPIC_ARN = "alertsTopicArn"
-CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.controller: lambda
+CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.mode: controller
 EVENTS_QUEUE_URL = "eventsQueueUrl"  # null unless notifications.enabled
 EVENTS_CONSUMER_POLICY_ARN = "eventsConsumerPolicyArn"  # null unless notifications.enabled
 # worker.maxTextChars: the longest text the workers take, so submit, wait and results read a
