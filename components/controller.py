@@ -117,13 +117,23 @@ def schedule_arn(same_place_arn: str, name: str) -> str:
     return f"arn:{partition}:scheduler:{region}:{account}:schedule/{SCHEDULE_GROUP}/{name}"
 
 
+def schedule_group_arn(schedule: str) -> str:
+    """The ARN of the group a schedule ARN (`...:schedule/<group>/<name>`) belongs to."""
+    head, _, path = schedule.partition(":schedule/")
+    return f"{head}:schedule-group/{path.split('/')[0]}"
+
+
 def scheduler_trust(schedule: pulumi.Input[str]) -> dict:
-    """EventBridge Scheduler, for this one schedule only (the confused deputy): its ARN, and
-    so this account, since the role exists before the schedule that names it."""
-    account = pulumi.Output.from_input(schedule).apply(lambda arn: arn.split(":")[4])
+    """EventBridge Scheduler, for this account and this schedule (the confused deputy).
+    Scheduler sends the schedule GROUP's ARN as aws:SourceArn (accounts allowlisted before
+    7 September 2023 still send the schedule's own): both are accepted, or the role would
+    refuse every tick. Both are known before the schedule exists (the role comes first)."""
+    arn = pulumi.Output.from_input(schedule)
+    account = arn.apply(lambda a: a.split(":")[4])
+    sources = arn.apply(lambda a: [schedule_group_arn(a), a])
     return trust_policy(
         "scheduler.amazonaws.com",
-        {"StringEquals": {"aws:SourceAccount": account, "aws:SourceArn": schedule}},
+        {"StringEquals": {"aws:SourceAccount": account}, "ArnEquals": {"aws:SourceArn": sources}},
     )
 
 

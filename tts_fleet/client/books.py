@@ -100,7 +100,7 @@ def _part_manifests(
             continue
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # written from the bucket: untrusted
             continue
         if not isinstance(manifest, dict):
             continue

@@ -92,7 +92,7 @@ def _dead_letter(message: dict[str, Any]) -> DeadLetter:
     sent = attributes.get("SentTimestamp")
     try:
         job_id = json.loads(message["Body"]).get("id")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # a producer's body, any shape
         job_id = None
     return DeadLetter(
         message_id=message["MessageId"],

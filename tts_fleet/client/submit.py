@@ -122,7 +122,7 @@ def read_receipt(path: Path) -> SubmitReceipt | None:
     """The receipt a file holds; None when it holds jobs (JSONL) or anything else."""
     try:
         return SubmitReceipt.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):  # e.g. JSONL whose first line nests deeply
         return None
 
 

@@ -199,6 +199,14 @@ def test_dlq_list_shows_errors_without_consuming(stack: Stack) -> None:
 
 
 @pytest.mark.timeout(120)
+def test_dlq_list_shows_a_deeply_nested_body_without_an_id(stack: Stack) -> None:
+    nested = "[" * 100_000 + "]" * 100_000  # a producer's body, copied to the DLQ as it came
+    boto3.client("sqs").send_message(QueueUrl=stack.dlq_url, MessageBody=nested)
+    code, listed = run_json("dlq", "list")
+    assert code == 0 and listed["count"] == 1
+    assert listed["messages"][0]["job_id"] is None
+
+
 def test_dlq_redrive_moves_messages_back_and_filters_on_the_error(stack: Stack) -> None:
     for n in range(12):
         dead_letter(stack, f"speech{n}", "speech server unavailable" if n % 3 else "invalid job")

@@ -47,6 +47,13 @@ def test_a_deeply_nested_or_overlong_line_is_an_invalid_line_not_a_crash(tmp_pat
     assert reasons[2].startswith("not JSON: ")
 
 
+def test_wait_and_results_read_a_file_whose_first_line_nests_deeply(tmp_path: Path) -> None:
+    # What submit accepted (the nested line reported, the rest sent) is what they wait for.
+    source = tmp_path / "jobs.jsonl"
+    source.write_text("[" * 100_000 + "]" * 100_000 + '\n{"id": "ok", "text": "hi"}\n')
+    assert list(load_submitted(str(source))) == ["ok"]
+
+
 def test_ids_are_made_explicit_and_derived_from_the_request(tmp_path: Path) -> None:
     source = tmp_path / "jobs.jsonl"
     source.write_text('{"text": "hello"}\n\n{"id": "mine", "text": "hi"}\n')

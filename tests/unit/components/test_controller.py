@@ -76,7 +76,9 @@ def test_the_scheduler_trust_names_the_arn_aws_gives_the_schedule() -> None:
     [role] = [r for r in mocks.of_type(ROLE) if r.name == "tts-controller-scheduler-role"]
     [schedule] = [r for r in mocks.of_type("aws:scheduler/schedule:Schedule")]
     condition = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]
-    assert condition["StringEquals"]["aws:SourceArn"] == mocks.outputs[schedule.name]["arn"]
+    given = mocks.outputs[schedule.name]["arn"]
+    group = given.split(":schedule/")[0] + ":schedule-group/" + given.split("/")[1]
+    assert condition["ArnEquals"]["aws:SourceArn"] == [group, given]
 
 
 def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
@@ -172,13 +174,16 @@ def test_the_scheduler_invokes_this_function_every_minute_for_this_schedule_only
     mocks = build("controller")
     trust = json.loads(named(mocks, ROLE, "tts-controller-scheduler-role")["assumeRolePolicy"])
     schedule_arn = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule/default/{NAME}"
+    group_arn = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/default"
     assert trust["Statement"] == [
         {
             "Effect": "Allow",
             "Principal": {"Service": "scheduler.amazonaws.com"},
             "Action": "sts:AssumeRole",
             "Condition": {
-                "StringEquals": {"aws:SourceAccount": ACCOUNT, "aws:SourceArn": schedule_arn}
+                "StringEquals": {"aws:SourceAccount": ACCOUNT},
+                # What Scheduler sends: the group's ARN (the schedule's own in old accounts).
+                "ArnEquals": {"aws:SourceArn": [group_arn, schedule_arn]},
             },
         }
     ]
