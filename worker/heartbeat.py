@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from worker.held import HeldMessage, InFlight
@@ -98,13 +97,12 @@ class Heartbeat(threading.Thread):
         inflight: InFlight,
         interval: float,
         extension: int,
-        on_tick: Callable[[], None] | None = None,
     ) -> None:
         if extension <= interval:
             raise ValueError(f"visibility extension {extension}s must exceed interval {interval}s")
         super().__init__(name="heartbeat", daemon=True)
         self.visibility, self.inflight = visibility, inflight
-        self.interval, self.extension, self.on_tick = interval, extension, on_tick
+        self.interval, self.extension = interval, extension
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -112,11 +110,6 @@ class Heartbeat(threading.Thread):
             messages = self.inflight.snapshot()
             if messages and not self._stop_event.is_set():
                 self.visibility.extend(messages, self.extension)
-            if self.on_tick is not None:
-                try:
-                    self.on_tick()
-                except Exception:
-                    log.exception("heartbeat tick failed")
 
     def stop(self) -> None:
         self._stop_event.set()
