@@ -18,6 +18,7 @@ from tts_fleet.cli.options import json_flag
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.status import find_dlq_url, oldest_age_s, queue_counts, service_counts
+from tts_fleet.scaling.bands import outstanding
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ def read_status(target: Target, cluster: str | None, service: str | None) -> dic
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "queue_url": queue_url,
         **counts,
-        "outstanding": counts["visible"] + counts["in_flight"],
+        "outstanding": outstanding(counts["visible"], counts["in_flight"]),
         "dlq_url": dlq_url,
         "dlq_depth": optional(lambda: queue_counts(sqs, dlq_url)["visible"]) if dlq_url else None,
         "oldest_age_s": oldest_age_s(client_for("cloudwatch", target.aws), queue_url),

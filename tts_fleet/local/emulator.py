@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tts_fleet.config.models import StackConfig
+from tts_fleet.scaling import bands
 
 REGION = "us-east-1"
 # moto accepts any credentials; these keep boto3 from looking for real ones.
@@ -34,8 +35,8 @@ class QueueCounts:
 
     @property
     def outstanding(self) -> int:
-        """DESIGN §4: visible + in flight, what the scale-out alarm's metric math sums."""
-        return self.visible + self.in_flight
+        """DESIGN §4: what the fleet is sized for."""
+        return bands.outstanding(self.visible, self.in_flight)
 
 
 class Emulator:
