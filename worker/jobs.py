@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -207,6 +207,24 @@ def audio_key(job_id: str, fmt: str, prefix: str = "", version: str | None = Non
     pointing at its own audio until the swap (DESIGN §3.3). Readers follow `audio_key`."""
     tag = f".{version[:AUDIO_HASH_CHARS]}" if version else ""
     return f"{prefix}{OUTPUTS_PREFIX}{job_id}{tag}.{fmt}"
+
+
+AUDIO_FORMATS: tuple[str, ...] = get_args(AudioFormat)
+# What follows `<prefix>outputs/<id>` in a key `audio_key` writes: `.<format>`, or a remade
+# job's `.<hash16>.<format>` (the hash a hex digest).
+_AUDIO_TAIL = re.compile(
+    rf"(?:\.[0-9a-f]{{{AUDIO_HASH_CHARS}}})?\.(?P<format>{'|'.join(AUDIO_FORMATS)})"
+)
+
+
+def audio_format_of(key: str, job_id: str, prefix: str = "") -> str | None:
+    """The inverse of `audio_key`: the format of `key` when it is a key `audio_key` writes for
+    `job_id` under `prefix`; None for any other key."""
+    base = f"{prefix}{OUTPUTS_PREFIX}{job_id}"
+    if not is_job_id(job_id) or not key.startswith(base):
+        return None
+    match = _AUDIO_TAIL.fullmatch(key, len(base))
+    return match.group("format") if match else None
 
 
 def manifest_key(job_id: str, prefix: str = "") -> str:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tts_fleet.client.keys import AUDIO_FORMATS, inside
+from tts_fleet.client.keys import inside
 from worker import text as text_rules
-from worker.jobs import is_job_id
+from worker.jobs import AUDIO_FORMATS, is_job_id
 
 MIN_SPLIT_CHARS = 100  # shorter pieces would cut mid-sentence almost every time
 PART_SEPARATOR = ".p"

@@ -9,26 +9,15 @@ manifest `audio_format`, every write `inside`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import get_args
 
 from worker.jobs import (
-    AUDIO_HASH_CHARS,
-    OUTPUTS_PREFIX,
     RECORD_SUFFIX,
-    AudioFormat,
     Manifest,
+    audio_format_of,
     is_job_id,
     job_id_of,
-)
-
-AUDIO_FORMATS: tuple[str, ...] = get_args(AudioFormat)
-# The output store's audio keys after `<prefix>outputs/<id>` (worker.jobs.audio_key): a first
-# synthesis's `.<format>`, a re-made job's `.<hash16>.<format>` (the hash is a hex digest).
-_AUDIO_TAIL = re.compile(
-    rf"(?:\.[0-9a-f]{{{AUDIO_HASH_CHARS}}})?\.(?P<format>{'|'.join(AUDIO_FORMATS)})"
 )
 
 
@@ -41,13 +30,9 @@ def is_planted(key: str, prefix: str = "") -> bool:
 def audio_format(manifest: Manifest, job_id: str, prefix: str = "") -> str | None:
     """The format of the job's audio when `manifest` is the job's own (its `id` is `job_id`)
     and its `audio_key` is one the output store writes for that job; None otherwise."""
-    if not is_job_id(job_id) or manifest.id != job_id:
+    if manifest.id != job_id:
         return None
-    base = f"{prefix}{OUTPUTS_PREFIX}{job_id}"
-    if not manifest.audio_key.startswith(base):
-        return None
-    match = _AUDIO_TAIL.fullmatch(manifest.audio_key, len(base))
-    return match.group("format") if match else None
+    return audio_format_of(manifest.audio_key, job_id, prefix)
 
 
 def inside(directory: Path, name: str) -> Path | None:
