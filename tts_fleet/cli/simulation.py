@@ -28,7 +28,6 @@ from tts_fleet.cli.options import (
     scaling_overrides,
     stack_file_option,
 )
-from tts_fleet.client.aws import AwsSettings
 from tts_fleet.config.models import ConfigError, StackConfig
 from tts_fleet.config.stack_file import stack_config, stack_region
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
@@ -100,18 +99,14 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * scale
 
 
-def aws(params: dict[str, Any]) -> AwsSettings:
-    """--region / --profile (for --trace cloudwatch), as given."""
-    return AwsSettings(params.get("region"), params.get("profile"))
-
-
 def load_trace(
     spec: str,
     seed: int,
     stack: str | None,
     days: float,
     queue: str | None,
-    settings: AwsSettings | None = None,
+    region: str | None = None,
+    profile: str | None = None,
 ) -> Trace:
     if spec != "cloudwatch":
         return parse_trace(spec, seed)
@@ -128,10 +123,10 @@ def load_trace(
         queue = str(outputs.get(QUEUE_URL, "")).rsplit("/", 1)[-1]
         if not queue:
             raise TraceError(f"stack {stack} has no {QUEUE_URL} output; deploy it first")
-    from tts_fleet.client.aws import NoRegion, client_for
+    from tts_fleet.client.aws import AwsSettings, NoRegion, client_for
 
     try:
-        cloudwatch = client_for("cloudwatch", settings)
+        cloudwatch = client_for("cloudwatch", AwsSettings(region, profile))
     except NoRegion as error:
         raise TraceError(str(error)) from None
     return cloudwatch_arrivals(cloudwatch, queue, days)
@@ -176,7 +171,9 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
         cfg = load_config(o["stack"], o["project_dir"], o)
         profile = with_batching(PROFILES[o["timing"]], o["job_seconds"], o["batch_alpha"])
         rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]) or BASE_REGION)
-        trace = load_trace(o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], aws(o))
+        trace = load_trace(
+            o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], o["region"], o["profile"]
+        )
     except ConfigError as error:
         raise bad_config(error.problems) from None
     except (TraceError, CostError) as error:
