@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from tts_fleet.scaling.controller import MAX_TASKS, ControllerParams
-from tts_fleet.scaling.pools import CAPACITY_TYPES, PoolSpec
+from tts_fleet.scaling.pools import CAPACITY_TYPES, PlacementParams, PoolSpec
 
 # The Lambda handler, as the runtime names it (module path in the zip + function).
 HANDLER = "tts_fleet.controller.handler.handle"
@@ -31,6 +31,11 @@ ENV_PARAMS = "TTS_FLEET_CONTROLLER_PARAMS"
 # or empty: the one service of TTS_FLEET_SERVICE, run exactly as before pools existed (a
 # stack deployed before them has neither this variable nor the role's ListTasks/DescribeTasks).
 ENV_POOLS = "TTS_FLEET_POOLS"
+# With pools, how long a task may wait for capacity and how long a failed pool rests: a JSON
+# object of PlacementParams (gpu.provisioningTimeoutSeconds, gpu.poolCooldownSeconds).
+ENV_PLACEMENT = "TTS_FLEET_PLACEMENT"
+# The longest either may be: a day (the config's own bounds are tighter).
+MAX_PLACEMENT_S = 86_400.0
 # More pools than any stack lists (one per purchase option and GPU class): a bound on input.
 MAX_POOLS = 16
 # ECS service names: up to 255 letters, digits, hyphens and underscores (CreateService).
@@ -53,6 +58,11 @@ class Settings:
     state_key: str = STATE_KEY
     # The pools in the stack's order; () is one pool, `service`, as before pools existed.
     pools: tuple[PoolSpec, ...] = ()
+    placement: PlacementParams | None = None  # required with pools
+
+    def __post_init__(self) -> None:
+        if self.pools and self.placement is None:
+            raise InvalidPools(f"{ENV_POOLS} needs {ENV_PLACEMENT}")
 
     @property
     def resource_id(self) -> str:
@@ -75,6 +85,7 @@ class Settings:
             ENV_PARAMS: params_json(self.params),
             # Only when there are pools: a stack without them keeps its environment as it was.
             **({ENV_POOLS: pools_json(self.pools)} if self.pools else {}),
+            **({ENV_PLACEMENT: placement_json(self.placement)} if self.placement else {}),
         }
 
     @classmethod
@@ -95,6 +106,7 @@ class Settings:
             params=ControllerParams(**json.loads(env[ENV_PARAMS])),
             state_key=env.get(ENV_STATE_KEY) or STATE_KEY,
             pools=parse_pools(env.get(ENV_POOLS) or ""),
+            placement=parse_placement(env.get(ENV_PLACEMENT) or ""),
         )
 
 
@@ -133,6 +145,34 @@ def parse_pools(text: str) -> tuple[PoolSpec, ...]:
     if problems:
         raise InvalidPools("\n".join(problems))
     return tuple(pools)
+
+
+def placement_json(placement: PlacementParams) -> str:
+    return json.dumps(asdict(placement), sort_keys=True, separators=(",", ":"))
+
+
+def parse_placement(text: str) -> PlacementParams | None:
+    """TTS_FLEET_PLACEMENT checked: exactly the PlacementParams fields, each a finite number of
+    seconds in (0, MAX_PLACEMENT_S]. "" is none (a stack without pools)."""
+    if not text.strip():
+        return None
+    keys = tuple(f.name for f in fields(PlacementParams))
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except ValueError as error:
+        raise InvalidPools(f"{ENV_PLACEMENT} is not JSON: {error}") from None
+    if not isinstance(data, dict) or set(data) != set(keys):
+        raise InvalidPools(f"{ENV_PLACEMENT} must be an object of exactly {', '.join(keys)}")
+    bad = [
+        f"{ENV_PLACEMENT}.{key}: must be seconds in (0, {MAX_PLACEMENT_S:g}]"
+        for key in keys
+        if isinstance(data[key], bool)
+        or not isinstance(data[key], (int, float))
+        or not 0 < data[key] <= MAX_PLACEMENT_S
+    ]
+    if bad:
+        raise InvalidPools("\n".join(bad))
+    return PlacementParams(**{key: float(data[key]) for key in keys})
 
 
 def _pool(item: object, index: int, problems: list[str]) -> PoolSpec | None:

@@ -8,14 +8,16 @@ import json
 import pytest
 
 from tts_fleet.controller.settings import (
+    ENV_PLACEMENT,
     ENV_POOLS,
     MAX_POOLS,
     InvalidPools,
     Settings,
+    parse_placement,
     parse_pools,
 )
 from tts_fleet.scaling.controller import ControllerParams
-from tts_fleet.scaling.pools import PoolSpec
+from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 
 PARAMS = ControllerParams(
     min_workers=0,
@@ -30,9 +32,12 @@ PARAMS = ControllerParams(
 )
 SPOT = PoolSpec("spot", "spot", "tts-dev-spot", 0, 6, 0.41)
 ON_DEMAND = PoolSpec("od", "on-demand", "tts-dev-od", 0, 4, 1.03)
+PLACEMENT = PlacementParams(provisioning_timeout_s=300.0, cooldown_s=600.0)
 
 
-def settings(pools: tuple[PoolSpec, ...] = ()) -> Settings:
+def settings(
+    pools: tuple[PoolSpec, ...] = (), placement: PlacementParams | None = None
+) -> Settings:
     return Settings(
         queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
         cluster="tts-dev",
@@ -41,12 +46,14 @@ def settings(pools: tuple[PoolSpec, ...] = ()) -> Settings:
         stack="dev",
         params=PARAMS,
         pools=pools,
+        placement=placement,
     )
 
 
 def test_pools_round_trip_through_the_environment_in_order() -> None:
-    written = settings((SPOT, ON_DEMAND))
+    written = settings((SPOT, ON_DEMAND), PLACEMENT)
     env = written.to_env()
+    assert json.loads(env[ENV_PLACEMENT]) == {"cooldown_s": 600.0, "provisioning_timeout_s": 300.0}
     assert json.loads(env[ENV_POOLS])[1] == {
         "name": "od",
         "capacity_type": "on-demand",
@@ -61,7 +68,7 @@ def test_pools_round_trip_through_the_environment_in_order() -> None:
 
 def test_no_pools_leaves_the_environment_as_it_was() -> None:
     env = settings().to_env()
-    assert ENV_POOLS not in env
+    assert ENV_POOLS not in env and ENV_PLACEMENT not in env
     read = Settings.from_env(env)
     assert read.pools == () and not read.pooled
     assert Settings.from_env({**env, ENV_POOLS: "[]"}).pools == ()
@@ -131,3 +138,34 @@ def test_every_problem_is_one_line() -> None:
         f"{ENV_POOLS}[1].capacity_type: must be one of spot, on-demand, reserved",
         f"{ENV_POOLS}[1].usd_per_hour: must be >= 0",
     ]
+
+
+def test_pools_without_their_placement_timings_are_refused() -> None:
+    with pytest.raises(InvalidPools, match=f"{ENV_POOLS} needs {ENV_PLACEMENT}"):
+        settings((SPOT,))
+    env = settings((SPOT,), PLACEMENT).to_env()
+    del env[ENV_PLACEMENT]
+    with pytest.raises(InvalidPools, match=f"{ENV_POOLS} needs {ENV_PLACEMENT}"):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("[300, 600]", "must be an object of exactly provisioning_timeout_s, cooldown_s"),
+        ('{"provisioning_timeout_s": 300}', "must be an object of exactly"),
+        ('{"provisioning_timeout_s": 0, "cooldown_s": 600}', "provisioning_timeout_s: must be"),
+        ('{"provisioning_timeout_s": 300, "cooldown_s": true}', "cooldown_s: must be seconds"),
+        ('{"provisioning_timeout_s": 300, "cooldown_s": 86401}', "cooldown_s: must be seconds"),
+        ('{"provisioning_timeout_s": 300, "cooldown_s": Infinity}', "Infinity is not a JSON"),
+    ],
+)
+def test_bad_placement_timings_are_refused(value: str, problem: str) -> None:
+    with pytest.raises(InvalidPools) as raised:
+        parse_placement(value)
+    assert problem in str(raised.value)
+
+
+def test_placement_timings_are_read_as_seconds() -> None:
+    read = parse_placement('{"provisioning_timeout_s": 180, "cooldown_s": 600.5}')
+    assert read == PlacementParams(provisioning_timeout_s=180.0, cooldown_s=600.5)
