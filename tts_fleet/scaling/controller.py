@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from tts_fleet.scaling.bands import ScalingParams, outstanding
+from tts_fleet.scaling.pools import InvalidPoolState, PoolState, pool_states_from_json
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
 SAMPLE_INTERVAL_S = 10.0
@@ -98,11 +99,16 @@ class ControllerState:
     gaps: tuple[float, ...] = ()  # recent idle gaps, seconds
     desired: int = 0  # the last desired count
     reason: str = ""
+    # Capacity pools' availability (tts_fleet/scaling/pools.py); () for a stack without pools.
+    pools: tuple[PoolState, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
+        del data["pools"]
+        if self.pools:  # a stack without pools writes the state it always wrote
+            data["pools"] = [pool.to_json() for pool in self.pools]
         return data
 
     @classmethod
@@ -111,8 +117,9 @@ class ControllerState:
         anyone with write access to the bucket can change, and a value `decide` could never
         have produced would steer it (or make it raise on every call). Integral floats are
         taken as counts; a value of another type or past its bound (MAX_TASKS, MAX_MESSAGES,
-        MAX_RATE, MAX_GAP_S, the list lengths) raises InvalidState naming the first bad
-        field. With `now`, no timestamp may be later than now + CLOCK_SKEW_S."""
+        MAX_RATE, MAX_GAP_S, the list lengths, the pools' bounds of
+        `pools.pool_states_from_json`) raises InvalidState naming the first bad field. With
+        `now`, no timestamp may be later than now + CLOCK_SKEW_S."""
         if not isinstance(data, dict):
             raise InvalidState(f"not a JSON object but {type(data).__name__}")
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
@@ -122,6 +129,10 @@ class ControllerState:
         updated = _optional_timestamp(data, "updated", horizon)
         # What the last sample recorded (idle since, launched at) happened by then.
         latest = horizon if updated is None else updated
+        try:
+            pools = pool_states_from_json(data.get("pools", []), latest=latest, horizon=horizon)
+        except InvalidPoolState as error:
+            raise InvalidState(str(error)) from None
         return cls(
             updated=updated,
             visible=_count(data, "visible", MAX_MESSAGES),
@@ -135,6 +146,7 @@ class ControllerState:
             gaps=_numbers(data, "gaps", MAX_GAPS, _gap),
             desired=_count(data, "desired", MAX_TASKS),
             reason=_text(data, "reason", MAX_REASON_CHARS),
+            pools=pools,
         )
 
 
@@ -215,6 +227,7 @@ def decide(
         gaps=gaps,
         desired=desired,
         reason=reason,
+        pools=state.pools,  # the placement (tts_fleet/scaling/pools.py) updates them
     )
     return ControllerDecision(desired, reason, new_state)
 

@@ -15,7 +15,7 @@ clock (tts_fleet/local/scaler.py) and the deployed controller on the wall clock
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
@@ -26,6 +26,14 @@ from tts_fleet.scaling.controller import (
     ControllerState,
     Observation,
     decide,
+)
+from tts_fleet.scaling.pools import (
+    PlacementParams,
+    PoolEvent,
+    PoolObservation,
+    PoolSpec,
+    PoolTarget,
+    place,
 )
 
 MODES = ("controller", "alarms")  # scaling.mode: the first is the default
@@ -49,6 +57,13 @@ class Fleet:
 
     running: int  # runningCount
     pending: int  # pendingCount: launches under way
+    # With capacity pools: each pool's service (running and pending above are their sums).
+    pools: tuple[PoolObservation, ...] = ()
+
+    @classmethod
+    def of_pools(cls, pools: tuple[PoolObservation, ...]) -> Fleet:
+        """The fleet of several pools: their sums, and each pool."""
+        return cls(sum(p.running for p in pools), sum(p.pending for p in pools), pools)
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,10 @@ class Decision:
     desired: int
     alarm: str  # alarms: the alarm in ALARM ("scale-out" | "idle" | "ok"); else "controller"
     reason: str = ""  # controller: decide's reason ("backlog", "warm-one", …)
+    # With capacity pools: each pool's desired count (their sum is `desired`, or more where a
+    # pool's own minWorkers asks for it), and the pools' availability changes at this decision.
+    pools: tuple[PoolTarget, ...] = ()
+    events: tuple[PoolEvent, ...] = ()
 
 
 class Policy(Protocol):
@@ -104,14 +123,29 @@ class AlarmsPolicy:
 
 class ControllerPolicy:
     """The controller mode: `decide` on the last observed counts (read live: no metric lag)
-    and the service's counts, every SAMPLE_INTERVAL_S, carrying its state between calls."""
+    and the service's counts, every SAMPLE_INTERVAL_S, carrying its state between calls.
+
+    With capacity `pools` (gpu.pools), the total `decide` chose is placed across them by
+    `tts_fleet.scaling.pools.place` on each pool's observation (`Fleet.pools`), and the
+    decision carries each pool's count; the pools' availability is kept in the state."""
 
     period_s = SAMPLE_INTERVAL_S
 
-    def __init__(self, params: ControllerParams, state: ControllerState | None = None) -> None:
+    def __init__(
+        self,
+        params: ControllerParams,
+        state: ControllerState | None = None,
+        *,
+        pools: tuple[PoolSpec, ...] = (),
+        placement: PlacementParams | None = None,
+    ) -> None:
+        if pools and placement is None:
+            raise ValueError("capacity pools need their PlacementParams")
         self.params = params
         self.state = ControllerState() if state is None else state
         self.desired = params.min_workers
+        self.pools = pools
+        self.placement = placement
         self._counts = Counts(0, 0)
 
     def observe(self, now: float, counts: Counts) -> None:
@@ -123,7 +157,14 @@ class ControllerPolicy:
         obs = Observation(now, counts.visible, counts.in_flight, fleet.running, fleet.pending)
         decision = decide(self.params, self.state, obs)
         self.state, self.desired = decision.state, decision.desired
-        return Decision(decision.desired, "controller", decision.reason)
+        if not self.pools or self.placement is None:
+            return Decision(decision.desired, "controller", decision.reason)
+        seen = {pool.name: pool for pool in fleet.pools}
+        placed = place(self.pools, self.placement, self.state.pools, seen, decision.desired, now)
+        self.state = replace(self.state, pools=placed.states)
+        return Decision(
+            decision.desired, "controller", decision.reason, placed.targets, placed.events
+        )
 
     def quiet(self) -> bool:
         return True  # no metric pipeline: what it decides next depends on the next sample
