@@ -156,7 +156,7 @@ BY_NAME = {t.name: t for t in CATALOGUE}
 # A Spot pool without its own allowedInstanceTypes asks for this many types, one per GPU model:
 # a request spread over several Spot pools is interrupted less and placed sooner (a set of g6,
 # g5 and g6e scored 9/10 in GetSpotPlacementScores where g6.xlarge alone scored 1/10:
-# k-k1/agent-fleet docs/decisions/0075-engine-purchase-offers.md; RunPod takes up to 3 types).
+# the public repo k-k1/agent-fleet, its ADR 0075 "engine purchase offers"; RunPod takes up to 3).
 DEFAULT_SPOT_TYPES = 3
 
 

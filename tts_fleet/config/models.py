@@ -394,9 +394,8 @@ class GpuConfig(_Section):
         (),
         description=(
             "Capacity pools in order of preference, each one capacity provider with its own ECS"
-            " service: a list of {name, capacityType, allowedInstanceTypes?,"
-            " capacityReservationGroupArn?, minWorkers?, maxWorkers?} (docs/deploy.md#capacity-"
-            "pools). Empty: one pool from capacityType and allowedInstanceTypes."
+            " service (docs/deploy.md#capacity-pools). Empty: one pool from capacityType and"
+            " allowedInstanceTypes."
         ),
     )
 

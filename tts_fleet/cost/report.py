@@ -217,7 +217,7 @@ def pick_instance(
 class PoolCost:
     """What one worker of a pool costs an hour: the type Managed Instances would pick, and the
     dearest it may pick when that one is short (a 3-type Spot pool was given a g6e, not the
-    cheaper g6: k-k1/agent-fleet docs/decisions/0077-engine-boxes-bought-by-cp.md)."""
+    cheaper g6: the public repo k-k1/agent-fleet, its ADR 0077 "engine boxes bought by cp")."""
 
     pool: str
     capacity_type: str
