@@ -398,6 +398,25 @@ class GpuConfig(_Section):
             " allowedInstanceTypes."
         ),
     )
+    provisioning_timeout_seconds: int = Field(
+        300,
+        ge=30,
+        le=3600,
+        description=(
+            "With gpu.pools: a pool whose oldest task has waited this long for capacity"
+            " (PROVISIONING) is unavailable for poolCooldownSeconds; its demand moves to the"
+            " next pool."
+        ),
+    )
+    pool_cooldown_seconds: int = Field(
+        600,
+        ge=60,
+        le=86_400,
+        description=(
+            "With gpu.pools: how long a pool stays unavailable after a provisioning timeout,"
+            " a placement failure or too many Spot interruptions (its running tasks stay)."
+        ),
+    )
 
     def rule_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
