@@ -43,8 +43,8 @@ INTERRUPTIONS = "interruptions"
 CAUSES = (PROVISIONING_TIMEOUT, PLACEMENT_FAILURE, INTERRUPTIONS)
 
 # Service events that say the pool's capacity provider found no capacity (ECS service event
-# messages and the SERVICE_TASK_PLACEMENT_FAILURE EventBridge event; docs/research capacity.md
-# §5.3). The driver that reads them (tts_fleet/controller) matches these words.
+# messages and the SERVICE_TASK_PLACEMENT_FAILURE EventBridge event; the research note on
+# capacity, §5.3). The driver that reads them (tts_fleet/controller) matches these words.
 PLACEMENT_FAILURE_MARKERS = (
     "SERVICE_TASK_PLACEMENT_FAILURE",
     "UnfulfillableCapacity",
