@@ -10,12 +10,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from tts_fleet.config.gpu import default_spot_types
 from worker.settings import DEFAULT_MODEL
 
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
@@ -53,6 +55,13 @@ _PTC_SECRET_ARN = re.compile(
 )
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hugging Face (git) commit, full length
+# A pool's name is part of its resource and ECS service names: short, lowercase, no dots.
+_POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
+# A Capacity Reservation resource group (the target of a RESERVED capacity provider).
+# https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_CapacityReservationRequest.html
+_RESERVATION_GROUP_ARN = re.compile(
+    r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]{1,300}$"
+)
 # Application Auto Scaling cron: cron(minutes hours day-of-month month day-of-week year).
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?,/#L W-]+$")
 
@@ -275,6 +284,83 @@ class NetworkConfig(_Section):
         return problems
 
 
+class PoolConfig(_Section):
+    """One entry of `gpu.pools`: a capacity provider (its purchase option fixed at creation)
+    and the ECS service that places workers on it."""
+
+    name: str = Field(
+        description=(
+            "The pool's name (lowercase letters, digits, `-`; at most 24): its resources, its"
+            " ECS service and the controller's events carry it."
+        ),
+    )
+    capacity_type: Literal["spot", "on-demand", "reserved"] = Field(
+        description=(
+            "`spot`, `on-demand` or `reserved` (a Capacity Reservation resource group);"
+            " changing it replaces the pool's capacity provider."
+        ),
+    )
+    allowed_instance_types: tuple[str, ...] = Field(
+        (),
+        description=(
+            "Instance types this pool may launch. Empty: a spot pool takes the smallest"
+            " admitted size of up to 3 GPU families (several Spot pools are interrupted less),"
+            " any other pool any type that matches gpu.*."
+        ),
+    )
+    capacity_reservation_group_arn: str = Field(
+        "",
+        description=(
+            "reserved pools only (and required there): the resource group of Capacity"
+            " Reservations the pool launches into, and only into."
+        ),
+    )
+    min_workers: int | None = Field(
+        None, ge=0, description="Workers this pool keeps running; unset: 0."
+    )
+    max_workers: int | None = Field(
+        None,
+        ge=1,
+        description="At most this many workers in this pool; unset: scaling.maxWorkers.",
+    )
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if not _POOL_NAME.match(self.name):
+            problems.append(
+                (
+                    "name",
+                    f"{self.name!r} must be 1-24 lowercase letters, digits or '-', from a letter",
+                )
+            )
+        arn = self.capacity_reservation_group_arn
+        key = "capacityReservationGroupArn"
+        if self.capacity_type == "reserved" and not arn:
+            problems.append((key, "a reserved pool needs its Capacity Reservation resource group"))
+        elif self.capacity_type != "reserved" and arn:
+            problems.append(
+                (key, f"only a reserved pool takes one (capacityType is {self.capacity_type!r})")
+            )
+        elif arn and not _RESERVATION_GROUP_ARN.match(arn):
+            problems.append((key, f"{arn!r} is not a resource group ARN (...:group/NAME)"))
+        low, high = self.min_workers, self.max_workers
+        if low is not None and high is not None and low > high:
+            problems.append(("maxWorkers", f"must be >= minWorkers ({high} < {low})"))
+        return problems
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A pool with every default applied (StackConfig.pools())."""
+
+    name: str
+    capacity_type: Literal["spot", "on-demand", "reserved"]
+    allowed_instance_types: tuple[str, ...]
+    capacity_reservation_group_arn: str  # "" unless reserved
+    min_workers: int
+    max_workers: int
+
+
 class GpuConfig(_Section):
     min_gpu_memory_gib: int = Field(
         20, ge=1, le=1536, description="Minimum total GPU memory per host."
@@ -304,6 +390,54 @@ class GpuConfig(_Section):
         le=16_384,
         description="Task volume size per host; it must hold the image and its baked weights.",
     )
+    pools: tuple[PoolConfig, ...] = Field(
+        (),
+        description=(
+            "Capacity pools in order of preference, each one capacity provider with its own ECS"
+            " service (docs/deploy.md#capacity-pools). Empty: one pool from capacityType and"
+            " allowedInstanceTypes."
+        ),
+    )
+    provisioning_timeout_seconds: int = Field(
+        300,
+        ge=30,
+        le=3600,
+        description=(
+            "With gpu.pools: a pool whose oldest task has waited this long for capacity"
+            " (PROVISIONING) is unavailable for poolCooldownSeconds; its demand moves to the"
+            " next pool."
+        ),
+    )
+    pool_cooldown_seconds: int = Field(
+        600,
+        ge=60,
+        le=86_400,
+        description=(
+            "With gpu.pools: how long a pool stays unavailable after a provisioning timeout,"
+            " a placement failure or too many Spot interruptions (its running tasks stay)."
+        ),
+    )
+
+    def rule_problems(self) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        seen: dict[str, int] = {}
+        for i, pool in enumerate(self.pools):
+            if pool.name in seen:
+                problems.append(
+                    (f"pools[{i}].name", f"{pool.name!r} is already pools[{seen[pool.name]}].name")
+                )
+            seen.setdefault(pool.name, i)
+        # Each pool says its own purchase option and types; a gpu-level one beside them
+        # would be silently unused.
+        for key in ("capacity_type", "allowed_instance_types"):
+            if self.pools and key in self.model_fields_set:
+                problems.append(
+                    (
+                        to_camel(key),
+                        f"only used without gpu.pools (each pool has its own {to_camel(key)})",
+                    )
+                )
+        return problems
 
 
 class QueueConfig(_Section):
@@ -563,6 +697,9 @@ class StackConfig(BaseModel):
 
     def rule_problems(self) -> list[tuple[str, str]]:
         """Rules across sections as (section.key, message); empty when valid."""
+        return self._memory_problems() + self._pool_problems()
+
+    def _memory_problems(self) -> list[tuple[str, str]]:
         shm, host = self.worker.shared_memory_mib, self.gpu.memory_gib.min
         reservation = memory_reservation_mib(host, shm)
         if reservation < MIN_MEMORY_RESERVATION_MIB:
@@ -575,6 +712,59 @@ class StackConfig(BaseModel):
                 )
             ]
         return []
+
+    def _pool_problems(self) -> list[tuple[str, str]]:
+        """Each pool's bounds inside scaling's: no pool above the fleet's maximum, and the
+        pools' floors together not above it either."""
+        top = self.scaling.max_workers
+        problems: list[tuple[str, str]] = []
+        for i, pool in enumerate(self.gpu.pools):
+            for key, value in (("minWorkers", pool.min_workers), ("maxWorkers", pool.max_workers)):
+                if value is not None and value > top:
+                    problems.append(
+                        (
+                            f"gpu.pools[{i}].{key}",
+                            f"must be <= scaling.maxWorkers ({value} > {top})",
+                        )
+                    )
+        floors = sum(pool.min_workers or 0 for pool in self.gpu.pools)
+        if floors > top and not problems:
+            problems.append(
+                (
+                    "gpu.pools",
+                    f"the pools' minWorkers add up to {floors}, more than scaling.maxWorkers"
+                    f" ({top})",
+                )
+            )
+        return problems
+
+    def pools(self) -> tuple[Pool, ...]:
+        """The stack's capacity pools in order of preference, defaults applied. Without
+        `gpu.pools`, one pool from `gpu.capacityType` and `gpu.allowedInstanceTypes`, named
+        by its capacity type, bounded by scaling's bounds: today's single-pool stack."""
+        gpu, scaling = self.gpu, self.scaling
+        if not gpu.pools:
+            only = Pool(
+                name=gpu.capacity_type,
+                capacity_type=gpu.capacity_type,
+                allowed_instance_types=gpu.allowed_instance_types,
+                capacity_reservation_group_arn="",
+                min_workers=scaling.min_workers,
+                max_workers=scaling.max_workers,
+            )
+            return (only,)
+        return tuple(
+            Pool(
+                name=pool.name,
+                capacity_type=pool.capacity_type,
+                allowed_instance_types=pool.allowed_instance_types
+                or (default_spot_types(gpu) if pool.capacity_type == "spot" else ()),
+                capacity_reservation_group_arn=pool.capacity_reservation_group_arn,
+                min_workers=pool.min_workers or 0,
+                max_workers=scaling.max_workers if pool.max_workers is None else pool.max_workers,
+            )
+            for pool in gpu.pools
+        )
 
     @model_validator(mode="after")
     def _check_rules(self) -> StackConfig:

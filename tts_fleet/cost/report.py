@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from fnmatch import fnmatchcase
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from tts_fleet.config import topology
-from tts_fleet.config.models import StackConfig
+from tts_fleet.config.gpu import BY_NAME
+from tts_fleet.config.models import Pool, StackConfig
+from tts_fleet.cost.spot import SpotTable, load_spot_prices
 from tts_fleet.scaling.physics import SEED_IMAGE_GB
 from tts_fleet.sim.report import CostRates
 
@@ -159,39 +162,96 @@ def _network_lines(cfg: StackConfig, prices: Prices, mode: str) -> list[Line]:
 @dataclass(frozen=True)
 class Instance:
     type: str
-    hourly_usd: float  # on-demand or Spot estimate
-    fee_usd: float  # ECS Managed Instances management fee (estimate)
+    hourly_usd: float  # on-demand, or the Spot table's price
+    fee_usd: float  # ECS Managed Instances management fee, per type (prices.json)
 
     @property
     def total_hourly_usd(self) -> float:
         return self.hourly_usd + self.fee_usd
 
 
-def pick_instance(cfg: StackConfig, prices: Prices, instance_type: str | None = None) -> Instance:
-    """The cheapest priced type that satisfies gpu.* (what Managed Instances would launch)."""
-    gpu = cfg.gpu
+def admitted_instances(
+    cfg: StackConfig, prices: Prices, pool: Pool | None = None, instance_type: str | None = None
+) -> list[Instance]:
+    """The priced types a pool may launch (its allowed types, wildcards too, or any type
+    gpu.* admits), cheapest first at the pool's own price: On-Demand list price for
+    on-demand and reserved pools (a Capacity Reservation bills at On-Demand rates), the Spot
+    table's for spot pools. Without `pool`, the stack's first pool."""
+    gpu, chosen = cfg.gpu, pool or cfg.pools()[0]
     table: dict[str, dict[str, Any]] = prices["instances"]
-    names = [instance_type] if instance_type else list(gpu.allowed_instance_types or table)
-    fits = [
-        (spec["hourly"], name)
-        for name in names
-        if (spec := table.get(name))
-        and spec["gpus"] == gpu.gpu_count
-        and spec["gpu_memory_gib"] >= gpu.min_gpu_memory_gib
-        and gpu.vcpu.min <= spec["vcpu"] <= gpu.vcpu.max
-        and gpu.memory_gib.min <= spec["memory_gib"] <= gpu.memory_gib.max
-    ]
+    patterns = [instance_type] if instance_type else list(chosen.allowed_instance_types or ["*"])
+    names = [n for n in table if any(fnmatchcase(n, p) for p in patterns)]
+    fits = [n for n in names if (shape := BY_NAME.get(n)) is not None and shape.fits(gpu)]
     if not fits:
         raise CostError(
             f"no priced instance type fits tts-fleet:gpu ({gpu.gpu_count} GPU, ≥ "
-            f"{gpu.min_gpu_memory_gib} GiB); priced: {', '.join(sorted(table))}"
+            f"{gpu.min_gpu_memory_gib} GiB) for pool {chosen.name}; priced: "
+            f"{', '.join(sorted(table))}"
         )
-    on_demand, name = min(fits)
-    a = prices.assumptions
-    hourly = on_demand * (a["spot_factor"] if gpu.capacity_type == "spot" else 1.0)
-    return Instance(
-        name, round(hourly, 4), round(on_demand * a["ecs_managed_instances_fee_fraction"], 4)
-    )
+    spot = load_spot_prices(prices.region) if chosen.capacity_type == "spot" else None
+    factor = prices.assumptions["spot_factor"]
+    instances = [
+        Instance(name, round(_hourly(table[name]["hourly"], name, spot, factor), 4),
+                 table[name]["management_fee"])
+        for name in fits
+    ]  # fmt: skip
+    return sorted(instances, key=lambda x: (x.total_hourly_usd, x.type))
+
+
+def _hourly(on_demand: float, name: str, spot: SpotTable | None, factor: float) -> float:
+    if spot is None:
+        return on_demand
+    quoted = spot.price(name)
+    return quoted.usd_per_hour if quoted is not None else on_demand * factor
+
+
+def pick_instance(
+    cfg: StackConfig, prices: Prices, instance_type: str | None = None, pool: Pool | None = None
+) -> Instance:
+    """The cheapest admitted type: what Managed Instances launches, as it picks the most
+    cost-optimized type that matches (developer guide, "Managed Instances instance types")."""
+    return admitted_instances(cfg, prices, pool, instance_type)[0]
+
+
+@dataclass(frozen=True)
+class PoolCost:
+    """What one worker of a pool costs an hour: the type Managed Instances would pick, and the
+    dearest it may pick when that one is short (a 3-type Spot pool was given a g6e, not the
+    cheaper g6: the public repo k-k1/agent-fleet, its ADR 0077 "engine boxes bought by cp")."""
+
+    pool: str
+    capacity_type: str
+    min_workers: int
+    max_workers: int
+    instance_type: str
+    hourly_usd: float
+    management_fee_usd: float
+    usd_per_hour: float
+    dearest_type: str
+    dearest_usd_per_hour: float
+
+
+def pool_costs(cfg: StackConfig, prices: Prices) -> tuple[PoolCost, ...]:
+    """Each of the stack's pools, in order, priced."""
+    costs = []
+    for pool in cfg.pools():
+        admitted = admitted_instances(cfg, prices, pool)
+        best, dearest = admitted[0], admitted[-1]
+        costs.append(
+            PoolCost(
+                pool=pool.name,
+                capacity_type=pool.capacity_type,
+                min_workers=pool.min_workers,
+                max_workers=pool.max_workers,
+                instance_type=best.type,
+                hourly_usd=best.hourly_usd,
+                management_fee_usd=best.fee_usd,
+                usd_per_hour=round(best.total_hourly_usd, 4),
+                dearest_type=dearest.type,
+                dearest_usd_per_hour=round(dearest.total_hourly_usd, 4),
+            )
+        )
+    return tuple(costs)
 
 
 @dataclass(frozen=True)
@@ -211,7 +271,7 @@ def running_cost(cfg: StackConfig, prices: Prices, mode: str, instance: Instance
     per_gb = {"nat": prices["nat_gateway_gb"], "endpoints": prices["interface_endpoint_gb"]}
     return RunningCost(
         instance_type=instance.type,
-        capacity_type=cfg.gpu.capacity_type,
+        capacity_type=cfg.pools()[0].capacity_type,
         gpu_hourly_usd=instance.hourly_usd,
         management_fee_hourly_usd=instance.fee_usd,
         per_gpu_hour_usd=round(instance.total_hourly_usd, 4),
@@ -247,6 +307,8 @@ class CostReport:
     prices_fallback_to_us_east_1: tuple[str, ...]
     modes: dict[str, ModeCost]  # in MODES order
     stack: str = "defaults"  # the stack file read, for the report's title
+    pools: tuple[PoolCost, ...] = ()  # per pool, in the stack's order
+    spot_prices_as_of: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -257,6 +319,8 @@ class CostReport:
             "prices_fallback_to_us_east_1": list(self.prices_fallback_to_us_east_1),
             "modes": {name: mode.to_json() for name, mode in self.modes.items()},
             "stack": self.stack,
+            "pools": [asdict(pool) for pool in self.pools],
+            "spot_prices_as_of": self.spot_prices_as_of,
         }
 
 
@@ -281,6 +345,8 @@ def cost_report(
         prices_fallback_to_us_east_1=prices.fallback_keys,
         modes=modes,
         stack=stack,
+        pools=pool_costs(cfg, prices),
+        spot_prices_as_of=load_spot_prices(region).as_of,
     )
 
 

@@ -27,17 +27,33 @@ def cost_table(report: CostReport) -> str:
     lines.append(
         f"{'floor total':<38}" + "".join(f"{modes[m].floor_monthly_usd:>12.2f}" for m in names)
     )
-    run = modes[names[0]].running
-    lines += [
-        "",
-        f"running: {run.instance_type} ({run.capacity_type}) "
-        f"${run.gpu_hourly_usd:.4f}/h + Managed Instances fee "
-        f"${run.management_fee_hourly_usd:.4f}/h (estimate) "
-        f"= ${run.per_gpu_hour_usd:.4f} per GPU-hour",
+    lines += ["", *pool_lines(report)]
+    lines.append(
         "network data per cold start: "
-        + ", ".join(f"{m} ${modes[m].running.network_data_per_cold_start_usd:.4f}" for m in names),
-    ]
+        + ", ".join(f"{m} ${modes[m].running.network_data_per_cold_start_usd:.4f}" for m in names)
+    )
     missing = report.prices_fallback_to_us_east_1
     if missing:
         lines.append(f"no {report.region} price for {', '.join(missing)}: us-east-1 used")
     return "\n".join(lines)
+
+
+def pool_lines(report: CostReport) -> list[str]:
+    """Each pool's worker-hour: the type Managed Instances would launch (instance + fee), and
+    the dearest type the pool admits when that one is short."""
+    lines = [
+        f"running, per worker-hour (instance + Managed Instances fee; Spot as of "
+        f"{report.spot_prices_as_of}):"
+    ]
+    for p in report.pools:
+        dearer = (
+            f"; up to ${p.dearest_usd_per_hour:.4f} ({p.dearest_type})"
+            if p.dearest_type != p.instance_type
+            else ""
+        )
+        lines.append(
+            f"  {p.pool} ({p.capacity_type}, {p.min_workers}-{p.max_workers} workers): "
+            f"{p.instance_type} ${p.hourly_usd:.4f} + ${p.management_fee_usd:.4f} "
+            f"= ${p.usd_per_hour:.4f}{dearer}"
+        )
+    return lines

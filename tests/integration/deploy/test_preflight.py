@@ -165,7 +165,7 @@ def test_prod_on_demand_quota_below_max_workers_is_warned(moto_ec2: Any) -> None
     assert result.reachable_workers == 16
     assert result.price is not None
     assert (result.price.instance_type, result.price.hourly_usd) == ("g6e.xlarge", 1.861)
-    assert result.unpriced == ["g6e.2xlarge", "p5.4xlarge"]
+    assert result.unpriced == ["g6e.2xlarge"]
     assert result.warnings == [
         "the account's quota allows 16 workers, below scaling.maxWorkers 40: request 160 vCPU "
         "of 'Running On-Demand G and VT instances' (L-DB2E81BA) for 40 × g6e.xlarge or 640 "
@@ -185,9 +185,9 @@ def test_dev_spot_checks_the_spot_quota_and_fits(moto_ec2: Any) -> None:
     ]
     assert result.reachable_workers == 4 == result.max_workers
     assert result.warnings == []
-    # Cheapest on the price table, at the Spot estimate (0.4 × 0.8048).
+    # Cheapest on the price table, at the Spot table's price (the middle of $0.349-0.401).
     assert result.price is not None
-    assert (result.price.instance_type, result.price.hourly_usd) == ("g6.xlarge", 0.3219)
+    assert (result.price.instance_type, result.price.hourly_usd) == ("g6.xlarge", 0.375)
 
 
 def test_existing_subnets_in_zones_without_the_type_are_warned(moto_ec2: Any) -> None:
@@ -277,8 +277,8 @@ def test_cli_prints_the_check_and_exits_1_on_the_warning(moto_ec2: Any) -> None:
         "quota L-DB2E81BA Running On-Demand G and VT instances: 64 vCPU → 16 workers on "
         "g6e.xlarge (4 vCPU)",
         "reachable workers: 16 (scaling.maxWorkers 40)",
-        "cheapest eligible: g6e.xlarge $1.861/h on-demand + $0.2233/h management fee = "
-        "$2.0843/h (prices as of 2025-10-01)",
+        "cheapest eligible: g6e.xlarge $1.861/h on-demand + $0.1452/h management fee = "
+        "$2.0062/h (prices as of 2026-12-01)",
         "warning: the account's quota allows 16 workers, below scaling.maxWorkers 40: request "
         "160 vCPU of 'Running On-Demand G and VT instances' (L-DB2E81BA) for 40 × g6e.xlarge",
     ]

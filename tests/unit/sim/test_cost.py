@@ -10,10 +10,12 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.config import topology
+from tts_fleet.config.gpu import BY_NAME
 from tts_fleet.config.models import StackConfig
 from tts_fleet.config.stack_file import StackFile
 from tts_fleet.config.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
 from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
+from tts_fleet.cost.spot import load_spot_prices
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -58,15 +60,20 @@ def test_instance_choice_follows_gpu_config() -> None:
     prices = load_prices()
     table = prices["instances"]
     default = pick_instance(StackConfig(), prices)
-    fits = [n for n, s in table.items() if s["gpus"] == 1 and s["gpu_memory_gib"] >= 20]
-    assert default.type == min(fits, key=lambda n: table[n]["hourly"])
+    # Shapes from the config's catalogue, prices from the file: the cheapest admitted type.
+    fits = [n for n in table if BY_NAME[n].gpus == 1 and BY_NAME[n].gpu_memory_mib >= 20 * 1024]
+    assert default.type == min(fits, key=lambda n: table[n]["hourly"]) == "g6.xlarge"
     big = pick_instance(StackConfig.from_raw({"gpu": {"minGpuMemoryGib": 40}}), prices)
-    assert table[big.type]["gpu_memory_gib"] >= 40
+    assert (big.type, BY_NAME[big.type].gpu_memory_mib) == ("g6e.xlarge", 45_776)
     pinned = StackConfig.from_raw({"gpu": {"allowedInstanceTypes": ["g5.xlarge"]}})
     assert pick_instance(pinned, prices).type == "g5.xlarge"
+    family = StackConfig.from_raw({"gpu": {"allowedInstanceTypes": ["g6e.*"]}})
+    assert pick_instance(family, prices).type == "g6e.xlarge"  # a wildcard, as ECS takes it
     spot = pick_instance(StackConfig.from_raw({"gpu": {"capacityType": "spot"}}), prices)
-    factor = prices.assumptions["spot_factor"]
-    assert spot.hourly_usd == pytest.approx(default.hourly_usd * factor, abs=1e-4)
+    # Spot from the dated table: the middle of g6.xlarge's zones' range, not a factor.
+    quoted = load_spot_prices().price("g6.xlarge")
+    assert quoted is not None and (quoted.low_usd, quoted.high_usd) == (0.349, 0.401)
+    assert (spot.type, spot.hourly_usd, spot.fee_usd) == ("g6.xlarge", 0.375, 0.0628)
     with pytest.raises(CostError, match="no priced instance type fits"):
         pick_instance(StackConfig.from_raw({"gpu": {"minGpuMemoryGib": 500}}), prices)
 
@@ -155,7 +162,7 @@ def test_cost_report_is_typed_and_its_json_keeps_the_document_keys() -> None:
     data = report.to_json()
     assert set(data) == {
         "region", "configured_mode", "prices_as_of", "prices_status",
-        "prices_fallback_to_us_east_1", "modes", "stack",
+        "prices_fallback_to_us_east_1", "modes", "stack", "pools", "spot_prices_as_of",
     }  # fmt: skip
     assert set(data["modes"]["nat"]) == {"floor", "floor_monthly_usd", "running"}
     assert set(data["modes"]["nat"]["floor"][0]) == {
