@@ -127,7 +127,7 @@ class WorkerPool:
                 break
             if task.proc is None:
                 task.ended_at = self._clock()
-                self._events.write("worker_cancelled", worker=task.id)
+                self._events.write("worker_cancelled", worker=task.id, **_pool(task.group))
                 surplus -= 1
             elif not self.protected(task):
                 self.terminate(task, reason="scale-in")
