@@ -153,11 +153,13 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
         raise click.UsageError("nothing to do: give --demo N, --input PATH or --keep-running")
     try:
         cfg = resolve_config(options)
-        local_pools(cfg, options)
     except ConfigError as error:
         raise bad_config(error.problems) from None
     except FileNotFoundError as error:
         raise BadInput(f"no stack file: {error.filename}") from None
+
+    try:  # an outage of a pool the stack does not have fails before anything starts
+        local_pools(cfg, options)
     except CapacityError as error:
         raise BadInput(str(error)) from None
     jobs, invalid = jobs_for(options, cfg)
@@ -174,13 +176,6 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
     if resume:
         jobs = not_done_yet(jobs, options.out, err)
     _run(options, cfg, jobs, len(invalid))
-
-
-def _outages(values: tuple[str, ...]) -> tuple[Outage, ...]:
-    try:
-        return tuple(parse_outage(value) for value in values)
-    except CapacityError as error:
-        raise click.BadParameter(str(error)) from None
 
 
 def not_done_yet(jobs: list[Job], out: Path, err: Console) -> list[Job]:
@@ -257,3 +252,10 @@ def exit_code(summary: Summary, keep_running: bool) -> int:
     if summary.interrupted and (summary.unfinished or not keep_running):
         return INTERRUPTED_EXIT
     return ExitCode.OK if summary.ok else ExitCode.FAILED
+
+
+def _outages(values: tuple[str, ...]) -> tuple[Outage, ...]:
+    try:
+        return tuple(parse_outage(value) for value in values)
+    except CapacityError as error:
+        raise click.BadParameter(str(error)) from None

@@ -80,6 +80,8 @@ class LocalOptions:
     mode: str | None = None  # "controller" | "alarms": overrides scaling.mode
     tick: float = 1.0
     cold_start_ticks: int = 0
+    # --capacity-outage: pools that refuse capacity for a while (needs gpu.pools)
+    capacity_outages: tuple[Outage, ...] = ()
     backend: str = "espeak"
     speech_latency_ms: float = 0.0
     visibility_timeout: int = LOCAL_VISIBILITY_SECONDS
@@ -91,11 +93,9 @@ class LocalOptions:
     voice: str | None = None
     language: str | None = None
     split_chars: int | None = None
-    # --capacity-outage: pools that refuse capacity for a while (needs gpu.pools)
-    capacity_outages: tuple[Outage, ...] = ()
 
 
-CAPPED = ("minWorkers", "maxWorkers")  # a schedule's (and a pool's) bounds, capped by --max-workers
+CAPPED = ("minWorkers", "maxWorkers")  # a schedule's bounds, capped by --max-workers
 
 
 def resolve_config(options: LocalOptions) -> StackConfig:
