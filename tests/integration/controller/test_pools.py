@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.controller.ecs_answers import EcsAnswers, EcsService
 from tests.lib.moto_stack import PARAMS, Stack, moto_stack
+from tts_fleet.controller import handler
 from tts_fleet.controller.metrics import (
     POOL_DESIRED,
     POOL_DIMENSION,
@@ -302,3 +303,32 @@ def test_the_stubbed_answers_check_each_request_against_the_ecs_model(pooled: Po
         client.list_tasks(cluster="fleet", serviceName=SPOT.service, desiredStatus="PROVISIONING")
     with pytest.raises(AssertionError, match="Unknown parameter in input"):
         client.update_service(cluster="fleet", service=SPOT.service, desired=1)
+
+
+def test_the_handler_reads_its_pools_from_the_environment(
+    pooled: Pooled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in pooled.stack.settings.to_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(handler.Clients, "default", classmethod(lambda cls: pooled.stack.clients))
+    pooled.stack.send(20)
+    spot_starting(pooled, age_s=PLACEMENT.provisioning_timeout_s + 1)
+
+    class Context:
+        @staticmethod
+        def get_remaining_time_in_millis() -> int:
+            return 14_000  # one sample
+
+    outcome = handler.handle({}, Context())
+    assert (outcome["desired"], outcome["changes"]) == (5, 2)
+    assert pooled.desired() == {SPOT.service: 0, ON_DEMAND.service: 5}
+
+
+def test_a_pool_whose_service_is_gone_stops_the_invocation_before_any_change(
+    pooled: Pooled,
+) -> None:
+    del pooled.ecs.services[ON_DEMAND.service]
+    pooled.stack.send(20)
+    with pytest.raises(LookupError, match="services worker-od not found in cluster fleet"):
+        pooled.invoke()
+    assert pooled.ecs.updates() == []
