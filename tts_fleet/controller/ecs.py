@@ -35,9 +35,9 @@ from tts_fleet.scaling.pools import PLACEMENT_FAILURE_MARKERS, PoolObservation, 
 MAX_SERVICES_PER_DESCRIBE = 10
 # DescribeTasks takes "up to 100 task IDs or full ARN entries"; ListTasks' maxResults is 1..100.
 MAX_TASKS_PER_CALL = 100
-# Tasks looked at per pool and status at one sample: one ListTasks page and one DescribeTasks.
-# A pool short of more workers than this is waiting either way; the oldest of the first
-# hundred still dates the wait (ListTasks returns the service's tasks, not a sample of them).
+# Tasks looked at per pool and status at one sample: one ListTasks page and one DescribeTasks,
+# so a sample costs at most two more calls per pool. A pool with more starting (or, within
+# ECS's hour, stopped) tasks than this is judged on the first page ListTasks returns.
 MAX_TASKS_READ = MAX_TASKS_PER_CALL
 # Still waiting for capacity: not yet on a container instance (Task lifecycle, ECS guide).
 STARTING = ("PROVISIONING", "PENDING")
