@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from tts_fleet.config.gpu import default_spot_types
+from tts_fleet.scaling.pools import PlacementParams
 from worker.settings import DEFAULT_MODEL
 
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
@@ -55,6 +56,11 @@ _PTC_SECRET_ARN = re.compile(
 )
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hugging Face (git) commit, full length
+# How long a pool's task may wait for capacity, and a pool stay skipped, at most: an hour (ECS
+# retries a provisioning task about every 5 min) and a day (the controller's bound on input,
+# tts_fleet/controller/settings.py MAX_PLACEMENT_S).
+MAX_PROVISIONING_TIMEOUT_SECONDS = 3600
+MAX_POOL_COOLDOWN_SECONDS = 86_400
 # A pool's name is part of its resource and ECS service names: short, lowercase, no dots.
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 # A Capacity Reservation resource group (the target of a RESERVED capacity provider).
@@ -399,6 +405,25 @@ class GpuConfig(_Section):
         ),
     )
 
+    provisioning_timeout_seconds: int = Field(
+        300,
+        ge=60,
+        le=MAX_PROVISIONING_TIMEOUT_SECONDS,
+        description=(
+            "gpu.pools only: a pool whose task waits for capacity (PROVISIONING) longer than"
+            " this is marked unavailable and its demand moves to the next pool."
+        ),
+    )
+    pool_cooldown_seconds: int = Field(
+        600,
+        ge=60,
+        le=MAX_POOL_COOLDOWN_SECONDS,
+        description=(
+            "gpu.pools only: how long a pool marked unavailable (no capacity, a placement"
+            " failure, too many Spot interruptions) is skipped before it is tried again."
+        ),
+    )
+
     def rule_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
         seen: dict[str, int] = {}
@@ -718,6 +743,14 @@ class StackConfig(BaseModel):
                 )
             )
         return problems
+
+    def placement(self) -> PlacementParams:
+        """How the controller moves demand between pools (gpu.provisioningTimeoutSeconds,
+        gpu.poolCooldownSeconds)."""
+        return PlacementParams(
+            provisioning_timeout_s=float(self.gpu.provisioning_timeout_seconds),
+            cooldown_s=float(self.gpu.pool_cooldown_seconds),
+        )
 
     def pools(self) -> tuple[Pool, ...]:
         """The stack's capacity pools in order of preference, defaults applied. Without
