@@ -8,6 +8,12 @@ and the local fleet drive), sets the service's desired count if it differs, and
 logs the decision as an EMF line. It returns early once nothing is outstanding, running,
 starting or wanted, and stops sampling after SAMPLING_BUDGET_S, in time for the next minute.
 
+With capacity pools (TTS_FLEET_POOLS, issue #22) each pool is its own ECS service: every sample
+reads them all (tts_fleet/controller/ecs.py: counts, tasks waiting for capacity, placement
+failures, Spot interruptions), the policy places its total across them
+(tts_fleet/scaling/pools.py) and each service whose count differs is set, with one more EMF
+line per pool. Without pools nothing of this runs: one service, as before pools existed.
+
 The desired count is set with `UpdateService desiredCount`, not through the scalable target:
 registering min = max = desired would overwrite the schedules' min/max and clamp the
 safety-net policy to the controller's own (possibly stuck) value. Application Auto Scaling
@@ -38,10 +44,15 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tts_fleet.controller.ecs import read_pools, set_desired
 from tts_fleet.controller.metrics import (
     DESIRED,
     OUTSTANDING,
     PENDING,
+    POOL_DESIRED,
+    POOL_PENDING,
+    POOL_RUNNING,
+    POOL_UNAVAILABLE,
     RUNNING,
     STACK_DIMENSION,
     emf_line,
@@ -147,7 +158,9 @@ def run(
     if loaded.problem is not None:
         emit(state_line(settings.stack, "state-reset", loaded.problem))
     params = bounded(settings.params, target_bounds(clients.autoscaling, settings.resource_id))
-    policy = ControllerPolicy(params, loaded.state)
+    policy = ControllerPolicy(
+        params, loaded.state, pools=settings.pools, placement=settings.placement
+    )
     samples = changes = 0
     decision: Decision | None = None
     try:
@@ -157,10 +170,10 @@ def run(
             policy.observe(reading.now, reading.counts)
             decision = policy.decide(reading.now, reading.fleet)
             samples += 1
-            if decision.desired != reading.service_desired:
-                set_desired(clients.ecs, settings, decision.desired)
-                changes += 1
+            changes += act(clients.ecs, settings, reading, decision)
             emit(decision_line(settings.stack, reading, decision))
+            for line in pool_lines(settings, reading, decision):
+                emit(line)
             if quiet(reading, decision):
                 break
             elapsed = clock() - started
@@ -189,15 +202,18 @@ def observe(clients: Clients, settings: Settings, now: float) -> Reading:
     attributes = clients.sqs.get_queue_attributes(
         QueueUrl=settings.queue_url, AttributeNames=QUEUE_ATTRIBUTES
     )["Attributes"]
+    counts = Counts(
+        visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
+        in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+    )
+    if settings.pooled:
+        pools = read_pools(clients.ecs, settings.cluster, settings.pools, now)
+        return Reading(now, counts, Fleet.of_pools(pools), sum(p.desired for p in pools))
     described = clients.ecs.describe_services(cluster=settings.cluster, services=[settings.service])
     services = described["services"]
     if not services:
         raise LookupError(f"service {settings.service} not found in cluster {settings.cluster}")
     service = services[0]
-    counts = Counts(
-        visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
-        in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
-    )
     fleet = Fleet(
         running=int(service.get("runningCount", 0)),
         pending=int(service.get("pendingCount", 0)),
@@ -205,9 +221,21 @@ def observe(clients: Clients, settings: Settings, now: float) -> Reading:
     return Reading(now, counts, fleet, int(service.get("desiredCount", 0)))
 
 
-def set_desired(ecs: Any, settings: Settings, desired: int) -> None:
-    # desiredCount alone starts no new deployment; it is what a scaling policy would set.
-    ecs.update_service(cluster=settings.cluster, service=settings.service, desiredCount=desired)
+def act(ecs: Any, settings: Settings, reading: Reading, decision: Decision) -> int:
+    """Sets each service whose desired count differs from the decision; how many were set."""
+    if not settings.pooled:
+        if decision.desired == reading.service_desired:
+            return 0
+        set_desired(ecs, settings.cluster, settings.service, decision.desired)
+        return 1
+    before = {pool.name: pool.desired for pool in reading.fleet.pools}
+    services = {pool.name: pool.service for pool in settings.pools}
+    changed = 0
+    for target in decision.pools:
+        if target.desired != before.get(target.name):
+            set_desired(ecs, settings.cluster, services[target.name], target.desired)
+            changed += 1
+    return changed
 
 
 def target_bounds(autoscaling: Any, resource_id: str) -> tuple[int, int] | None:
@@ -308,3 +336,38 @@ def decision_line(stack: str, reading: Reading, decision: Decision) -> str:
         "previous_desired": reading.service_desired,
     }
     return emf_line(stack, int(reading.now * 1000), values, properties)
+
+
+def pool_lines(settings: Settings, reading: Reading, decision: Decision) -> list[str]:
+    """One EMF line per pool at each decision (dimensions Stack and Pool), with the change of
+    its availability when there was one (Logs Insights: `filter change = "unavailable"`)."""
+    seen = {pool.name: pool for pool in reading.fleet.pools}
+    kinds = {pool.name: pool.capacity_type for pool in settings.pools}
+    changes = {event.pool: event for event in decision.events}
+    lines = []
+    for target in decision.pools:
+        pool = seen[target.name]
+        values = {
+            POOL_DESIRED: target.desired,
+            POOL_RUNNING: pool.running,
+            POOL_PENDING: pool.pending,
+            POOL_UNAVAILABLE: 0 if target.available else 1,
+        }
+        properties: dict[str, Any] = {
+            "event": "decision",
+            "capacity_type": kinds[target.name],
+            "reason": decision.reason,
+            "previous_desired": pool.desired,
+            "oldest_provisioning_s": round(pool.oldest_provisioning_s, 1),
+        }
+        if target.cause:
+            properties["cause"] = target.cause
+        change = changes.get(target.name)
+        if change is not None:
+            properties["change"] = change.kind
+            if change.cause:
+                properties["cause"] = change.cause
+        lines.append(
+            emf_line(settings.stack, int(reading.now * 1000), values, properties, target.name)
+        )
+    return lines
