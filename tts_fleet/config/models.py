@@ -61,6 +61,10 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hugging Face (git) commit, full lengt
 # tts_fleet/controller/settings.py MAX_PLACEMENT_S).
 MAX_PROVISIONING_TIMEOUT_SECONDS = 3600
 MAX_POOL_COOLDOWN_SECONDS = 86_400
+# At most this many pools: the controller's safety net alarm reads the queue and each pool's
+# desired count in one metric math alarm, and CloudWatch evaluates at most 10 metrics per alarm.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Create-alarm-on-metric-math-expression.html
+MAX_POOLS = 9
 # A pool's name is part of its resource and ECS service names: short, lowercase, no dots.
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 # A Capacity Reservation resource group (the target of a RESERVED capacity provider).
@@ -426,6 +430,8 @@ class GpuConfig(_Section):
 
     def rule_problems(self) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
+        if len(self.pools) > MAX_POOLS:
+            problems.append(("pools", f"at most {MAX_POOLS} pools (got {len(self.pools)})"))
         seen: dict[str, int] = {}
         for i, pool in enumerate(self.pools):
             if pool.name in seen:
