@@ -327,3 +327,10 @@ def test_platform_refuses_pools_that_are_not_the_configs() -> None:
         PlatformArgs(config=config, stack="dev", worker_dir=str(WORKER_DIR), pools=specs[:2])
     with pytest.raises(ValidationError, match=r"priced gpu\.pools"):
         PlatformArgs(config=config, stack="dev", worker_dir=str(WORKER_DIR))
+
+
+def test_the_cost_model_counts_the_controllers_per_pool_metrics() -> None:
+    from tts_fleet.controller.metrics import METRIC_NAMES, POOL_METRIC_NAMES
+
+    cfg = StackConfig.from_raw(RAW)
+    assert topology.custom_metrics_always_on(cfg) == len(METRIC_NAMES) + 3 * len(POOL_METRIC_NAMES)
