@@ -18,7 +18,14 @@ from pydantic import ValidationError
 
 from components.platform import Platform, PlatformArgs
 from tests.lib.pulumi_harness import RecordingMocks, run_program, stack_config
-from tests.lib.stack_support import PREBUILT, WORKER_DIR, policy, run_platform
+from tests.lib.stack_support import (
+    PREBUILT,
+    WORKER_DIR,
+    policy,
+    run_main,
+    run_platform,
+    stack_file_config,
+)
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
 from tts_fleet.cost.pools import pool_specs
@@ -334,3 +341,15 @@ def test_the_cost_model_counts_the_controllers_per_pool_metrics() -> None:
 
     cfg = StackConfig.from_raw(RAW)
     assert topology.custom_metrics_always_on(cfg) == len(METRIC_NAMES) + 3 * len(POOL_METRIC_NAMES)
+
+
+def test_main_prices_the_pools_it_passes_to_the_platform() -> None:
+    config = {**stack_file_config("dev"), "tts-fleet:gpu": {"pools": THREE}}
+    mocks, _ = run_main(config, "dev")
+    env = mocks.one("aws:lambda/function:Function").inputs["environment"]["variables"]
+    pools = json.loads(env["TTS_FLEET_POOLS"])
+    assert [(p["name"], p["service"], p["usd_per_hour"]) for p in pools] == [
+        ("spot", "tts-fleet-worker-service-spot", 0.4378),
+        ("od", "tts-fleet-worker-service-od", 0.8676),
+        ("reserved", "tts-fleet-worker-service-reserved", 0.8676),
+    ]
