@@ -195,6 +195,20 @@ def pools_with_services(pools: tuple[PoolSpec, ...], names: list[str]) -> tuple[
     return tuple(replace(pool, service=name) for pool, name in zip(pools, names, strict=True))
 
 
+def pool_dashboard_widget(stack: str, pools: tuple[PoolSpec, ...]) -> tuple[str, list[list], str]:
+    """(title, metrics, stat) of the graph of the controller's placement per pool: each pool's
+    desired count and whether it is unavailable (its EMF lines with the Pool dimension)."""
+    lines: list[list] = []
+    for pool in pools:
+        mine = (metrics.STACK_DIMENSION, stack, metrics.POOL_DIMENSION, pool.name)
+        lines += [
+            [metrics.NAMESPACE, metrics.POOL_DESIRED, *mine, {"label": f"{pool.name} desired"}],
+            [metrics.NAMESPACE, metrics.POOL_UNAVAILABLE, *mine,
+             {"label": f"{pool.name} unavailable (1)", "yAxis": "right"}],
+        ]  # fmt: skip
+    return "Scaling controller per pool: desired, and unavailable after a failure", lines, "Maximum"
+
+
 class ScalingControllerArgs(ComponentArgs):
     stack: str
     function_name: str

@@ -69,6 +69,8 @@ class ObservabilityArgs(ComponentArgs):
     alerts: AlertsConfig
     # What the scaling mode adds to the dashboard (controller mode: its decisions), or None.
     scaling_widget: Widget | None = None
+    # Controller mode with gpu.pools: its placement per pool, or None.
+    pool_scaling_widget: Widget | None = None
     # The stack's account and partition as Platform looked them up once (else looked up here).
     account_id: StrInput | None = None
     partition: StrInput | None = None
@@ -149,6 +151,7 @@ def dashboard_body(
     stack: str,
     scaling_widget: Widget | None = None,
     pools: Sequence[PoolSpec] = (),
+    pool_scaling_widget: Widget | None = None,
 ) -> str:
     """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
 
@@ -190,7 +193,8 @@ def dashboard_body(
     ]  # fmt: skip
     if scaling_widget is not None:  # e.g. what the controller decided, beside what ECS ran
         widgets.insert(2, scaling_widget)
-    widgets[2:2] = pool_widgets(cluster, pools)
+    extra = [] if pool_scaling_widget is None else [pool_scaling_widget]
+    widgets[2:2] = pool_widgets(cluster, pools) + extra
     return json.dumps(
         {
             "widgets": [
@@ -370,6 +374,7 @@ class Observability(pulumi.ComponentResource):
                     args.stack,
                     args.scaling_widget,
                     pools_with_services(args.pools, v[5:]),
+                    args.pool_scaling_widget,
                 )
             ),
             opts=child,

@@ -25,6 +25,7 @@ from components.controller import (
     ScalingController,
     ScalingControllerArgs,
     function_name,
+    pool_dashboard_widget,
 )
 from components.controller import dashboard_widget as controller_widget
 from components.image import WorkerImage, WorkerImageArgs
@@ -175,6 +176,7 @@ class Platform(pulumi.ComponentResource):
         # The mode, chosen once: the step policy and its alarms, or the controller function
         # with its safety net and its graph on the dashboard.
         scaling_widget: Widget | None = None
+        pool_scaling_widget: Widget | None = None
         self.controller_function_arn = controller_role_arn = None
         on_it = pulumi.ResourceOptions(parent=target)
         if controller_name is None:
@@ -204,6 +206,8 @@ class Platform(pulumi.ComponentResource):
             self.controller_function_arn = controller.function_arn
             controller_role_arn = controller.role_arn
             scaling_widget = controller_widget(args.stack)
+            if priced:
+                pool_scaling_widget = pool_dashboard_widget(args.stack, priced)
         # After both writers' roles: each role's policy names the bucket, its policy names them.
         BucketWriters(
             f"{name}-outputs-writers",
@@ -231,6 +235,7 @@ class Platform(pulumi.ComponentResource):
                 controller_function_name=controller_name,
                 pools=priced,
                 pool_services=service.service_names,
+                pool_scaling_widget=pool_scaling_widget,
             ),
             opts=child,
         )

@@ -353,3 +353,20 @@ def test_main_prices_the_pools_it_passes_to_the_platform() -> None:
         ("od", "tts-fleet-worker-service-od", 0.8676),
         ("reserved", "tts-fleet-worker-service-reserved", 0.8676),
     ]
+
+
+def test_the_controllers_pool_graph_reads_the_records_it_emits(pooled: RecordingMocks) -> None:
+    from tts_fleet.controller.metrics import POOL_DESIRED, POOL_UNAVAILABLE, emf_line
+
+    body = json.loads(pooled.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
+    by_title = {w["properties"]["title"]: w["properties"]["metrics"] for w in body["widgets"]}
+    lines = by_title["Scaling controller per pool: desired, and unavailable after a failure"]
+    graphed = [tuple(line[:6]) for line in lines]
+    # What a pool's EMF record publishes: its namespace, names and dimension values.
+    emitted = []
+    for pool in ("spot", "od", "reserved"):
+        record = json.loads(emf_line("dev", 0, {POOL_DESIRED: 1, POOL_UNAVAILABLE: 0}, {}, pool))
+        spec = record["_aws"]["CloudWatchMetrics"][0]
+        dims = [x for d in spec["Dimensions"][0] for x in (d, record[d])]
+        emitted += [(spec["Namespace"], m["Name"], *dims) for m in spec["Metrics"]]
+    assert graphed == emitted
