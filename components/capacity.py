@@ -26,13 +26,16 @@ from typing import cast
 import pulumi
 import pulumi_aws as aws
 from pulumi_aws.ecs import (
+    CapacityProviderManagedInstancesProviderInstanceLaunchTemplateArgsDict as LaunchTemplate,
+)
+from pulumi_aws.ecs import (
     CapacityProviderManagedInstancesProviderInstanceLaunchTemplateInstanceRequirementsArgsDict as Requirements,  # noqa: E501
 )
 
 from components.args import ComponentArgs, StrInput
 from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
-from tts_fleet.config.gpu import instance_requirements
+from tts_fleet.config.gpu import instance_requirements, pool_instance_requirements
 from tts_fleet.config.models import GpuConfig, Pool
 
 INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
@@ -69,32 +72,37 @@ def managed_instances_provider(
     of `gpu.pools`; None is the one pool of `gpu.capacityType` and `gpu.allowedInstanceTypes`."""
     # The requirements are plain data from tts_fleet/config/gpu.py (no pulumi there), in the
     # provider's shape; tests/unit/components/test_capacity.py checks them against its schema.
-    allowed = None if pool is None else pool.allowed_instance_types
-    requirements = cast(Requirements, instance_requirements(args.gpu, allowed))
+    requirements = cast(
+        Requirements,
+        instance_requirements(args.gpu)
+        if pool is None
+        else pool_instance_requirements(args.gpu, pool.allowed_instance_types),
+    )
     capacity_type = args.gpu.capacity_type if pool is None else pool.capacity_type
-    template: aws.ecs.CapacityProviderManagedInstancesProviderInstanceLaunchTemplateArgsDict = {
-        "ec2_instance_profile_arn": instance_profile_arn,
-        "capacity_option_type": CAPACITY_OPTION[capacity_type],
-        "network_configuration": {
-            "subnets": args.subnet_ids,
-            "security_groups": [security_group_id],
-        },
-        "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
-        "instance_requirements": requirements,
-    }
-    if pool is not None and pool.capacity_type == "reserved":
-        template["capacity_reservations"] = {
-            "reservation_group_arn": pool.capacity_reservation_group_arn,
-            "reservation_preference": RESERVATIONS_ONLY,
-        }
-    return {
+    provider: aws.ecs.CapacityProviderManagedInstancesProviderArgsDict = {
         "infrastructure_role_arn": infrastructure_role_arn,
         "propagate_tags": "CAPACITY_PROVIDER",
         "auto_repair_configuration": {"actions_status": AUTO_REPAIR_ENABLED},
         # How long an idle GPU host (and its pulled 14 GB image) is kept for reuse.
         "infrastructure_optimization": {"scale_in_after": args.host_idle_seconds},
-        "instance_launch_template": template,
+        "instance_launch_template": {
+            "ec2_instance_profile_arn": instance_profile_arn,
+            "capacity_option_type": CAPACITY_OPTION[capacity_type],
+            "network_configuration": {
+                "subnets": args.subnet_ids,
+                "security_groups": [security_group_id],
+            },
+            "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
+            "instance_requirements": requirements,
+        },
     }
+    if pool is not None and pool.capacity_type == "reserved":
+        template = cast(LaunchTemplate, provider["instance_launch_template"])  # the dict above
+        template["capacity_reservations"] = {
+            "reservation_group_arn": pool.capacity_reservation_group_arn,
+            "reservation_preference": RESERVATIONS_ONLY,
+        }
+    return provider
 
 
 class EndpointEgress(ComponentArgs):

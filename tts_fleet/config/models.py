@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from tts_fleet.config.gpu import default_spot_types
+from tts_fleet.config.catalogue import default_spot_types
 from tts_fleet.scaling.pools import PlacementParams
 from worker.settings import DEFAULT_MODEL
 
@@ -394,12 +394,6 @@ class GpuConfig(_Section):
             "Pin instance types (e.g. `g6e.xlarge`) for an SLA; empty means any type that matches."
         ),
     )
-    storage_gib: int = Field(
-        100,
-        ge=30,
-        le=16_384,
-        description="Task volume size per host; it must hold the image and its baked weights.",
-    )
     pools: tuple[PoolConfig, ...] = Field(
         (),
         description=(
@@ -408,7 +402,6 @@ class GpuConfig(_Section):
             " allowedInstanceTypes."
         ),
     )
-
     provisioning_timeout_seconds: int = Field(
         300,
         ge=60,
@@ -427,29 +420,12 @@ class GpuConfig(_Section):
             " failure, too many Spot interruptions) is skipped before it is tried again."
         ),
     )
-
-    def rule_problems(self) -> list[tuple[str, str]]:
-        problems: list[tuple[str, str]] = []
-        if len(self.pools) > MAX_POOLS:
-            problems.append(("pools", f"at most {MAX_POOLS} pools (got {len(self.pools)})"))
-        seen: dict[str, int] = {}
-        for i, pool in enumerate(self.pools):
-            if pool.name in seen:
-                problems.append(
-                    (f"pools[{i}].name", f"{pool.name!r} is already pools[{seen[pool.name]}].name")
-                )
-            seen.setdefault(pool.name, i)
-        # Each pool says its own purchase option and types; a gpu-level one beside them
-        # would be silently unused.
-        for key in ("capacity_type", "allowed_instance_types"):
-            if self.pools and key in self.model_fields_set:
-                problems.append(
-                    (
-                        to_camel(key),
-                        f"only used without gpu.pools (each pool has its own {to_camel(key)})",
-                    )
-                )
-        return problems
+    storage_gib: int = Field(
+        100,
+        ge=30,
+        le=16_384,
+        description="Task volume size per host; it must hold the image and its baked weights.",
+    )
 
 
 class QueueConfig(_Section):
@@ -726,10 +702,33 @@ class StackConfig(BaseModel):
         return []
 
     def _pool_problems(self) -> list[tuple[str, str]]:
-        """Each pool's bounds inside scaling's: no pool above the fleet's maximum, and the
+        """gpu.pools: at most MAX_POOLS, unique names, no gpu-level purchase keys beside them,
+        and each pool's bounds inside scaling's: no pool above the fleet's maximum, and the
         pools' floors together not above it either."""
-        top = self.scaling.max_workers
+        gpu, top = self.gpu, self.scaling.max_workers
         problems: list[tuple[str, str]] = []
+        if len(gpu.pools) > MAX_POOLS:
+            problems.append(("gpu.pools", f"at most {MAX_POOLS} pools (got {len(gpu.pools)})"))
+        seen: dict[str, int] = {}
+        for i, pool in enumerate(gpu.pools):
+            if pool.name in seen:
+                problems.append(
+                    (
+                        f"gpu.pools[{i}].name",
+                        f"{pool.name!r} is already pools[{seen[pool.name]}].name",
+                    )
+                )
+            seen.setdefault(pool.name, i)
+        # Each pool says its own purchase option and types; a gpu-level one beside them
+        # would be silently unused.
+        for key in ("capacity_type", "allowed_instance_types"):
+            if gpu.pools and key in gpu.model_fields_set:
+                problems.append(
+                    (
+                        f"gpu.{to_camel(key)}",
+                        f"only used without gpu.pools (each pool has its own {to_camel(key)})",
+                    )
+                )
         for i, pool in enumerate(self.gpu.pools):
             for key, value in (("minWorkers", pool.min_workers), ("maxWorkers", pool.max_workers)):
                 if value is not None and value > top:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tts_fleet.config.gpu import default_spot_types
+from tts_fleet.config.catalogue import default_spot_types
 from tts_fleet.config.models import ConfigError, Pool, StackConfig
 from tts_fleet.scaling.pools import PlacementParams
 

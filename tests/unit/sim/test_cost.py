@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.config import topology
-from tts_fleet.config.gpu import BY_NAME
+from tts_fleet.config.catalogue import BY_NAME
 from tts_fleet.config.models import StackConfig
 from tts_fleet.config.stack_file import StackFile
 from tts_fleet.config.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
