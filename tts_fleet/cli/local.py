@@ -15,6 +15,7 @@ from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.config.models import ConfigError
 from tts_fleet.exit_codes import ExitCode
 from tts_fleet.scaling.policy import MODES
+from tts_fleet.sim.capacity import CapacityError, Outage, parse_outage
 
 if TYPE_CHECKING:
     from tts_fleet.config.models import StackConfig
@@ -65,6 +66,17 @@ NEXT_STEPS = (
     default=0,
     show_default=True,
     help="Ticks before a new worker starts (the seed's GPU cold start is ~13).",
+)
+@click.option(
+    "--capacity-outage",
+    "capacity_outages",
+    multiple=True,
+    metavar="POOL:START_H:HOURS[:silent]",
+    callback=lambda ctx, param, values: _outages(values),
+    help="With the stack's gpu.pools: POOL gives no new worker from hour START_H for HOURS "
+    "(the fleet's hours: 60 ticks), its new workers stay pending and the controller moves "
+    "the demand to the next pool; `silent`: no placement-failure events, only the "
+    "provisioning timeout. Repeatable.",
 )
 @click.option(
     "--backend",
@@ -132,7 +144,7 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
     fleet is back to zero, downloads the outputs into --out with a summary and
     out/timeline.png. Ctrl-C stops everything cleanly.
     """
-    from tts_fleet.local.run import LocalOptions, jobs_for, resolve_config
+    from tts_fleet.local.run import LocalOptions, jobs_for, local_pools, resolve_config
 
     options = LocalOptions(input=input_path, **kwargs)  # type: ignore[arg-type]
     if options.demo and options.input:
@@ -145,6 +157,11 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
         raise bad_config(error.problems) from None
     except FileNotFoundError as error:
         raise BadInput(f"no stack file: {error.filename}") from None
+
+    try:  # an outage of a pool the stack does not have fails before anything starts
+        local_pools(cfg, options)
+    except CapacityError as error:
+        raise BadInput(str(error)) from None
     jobs, invalid = jobs_for(options, cfg)
     err = Console(stderr=True, soft_wrap=True)
     for line in invalid:
@@ -235,3 +252,10 @@ def exit_code(summary: Summary, keep_running: bool) -> int:
     if summary.interrupted and (summary.unfinished or not keep_running):
         return INTERRUPTED_EXIT
     return ExitCode.OK if summary.ok else ExitCode.FAILED
+
+
+def _outages(values: tuple[str, ...]) -> tuple[Outage, ...]:
+    try:
+        return tuple(parse_outage(value) for value in values)
+    except CapacityError as error:
+        raise click.BadParameter(str(error)) from None

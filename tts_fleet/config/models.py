@@ -404,11 +404,12 @@ class GpuConfig(_Section):
     )
     provisioning_timeout_seconds: int = Field(
         300,
-        ge=60,
+        ge=30,
         le=MAX_PROVISIONING_TIMEOUT_SECONDS,
         description=(
-            "gpu.pools only: a pool whose task waits for capacity (PROVISIONING) longer than"
-            " this is marked unavailable and its demand moves to the next pool."
+            "With gpu.pools: a pool whose oldest task has waited this long for capacity"
+            " (PROVISIONING) is unavailable for poolCooldownSeconds; its demand moves to the"
+            " next pool."
         ),
     )
     pool_cooldown_seconds: int = Field(
@@ -416,8 +417,8 @@ class GpuConfig(_Section):
         ge=60,
         le=MAX_POOL_COOLDOWN_SECONDS,
         description=(
-            "gpu.pools only: how long a pool marked unavailable (no capacity, a placement"
-            " failure, too many Spot interruptions) is skipped before it is tried again."
+            "With gpu.pools: how long a pool stays unavailable after a provisioning timeout,"
+            " a placement failure or too many Spot interruptions (its running tasks stay)."
         ),
     )
     storage_gib: int = Field(

@@ -4,6 +4,11 @@ Like ECS: a new task can take a while to start (`cold_start_ticks`, the seed's G
 image pull), a lower desired count stops only tasks without scale-in protection (asked of
 the stand-in agent), a stopped task gets SIGTERM and then SIGKILL after the stop timeout,
 and a task that dies is replaced on the next evaluation because the count is short.
+
+With capacity pools (issue #22) the tasks come in groups, one per pool, each standing for that
+pool's ECS service: `scale_group` sets one group's count, and a group whose pool `refuses`
+capacity (`--capacity-outage`) keeps its due tasks pending, as ECS keeps a task PROVISIONING
+when no host can be had, until the controller moves the demand elsewhere.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ KILL_GRACE_SECONDS = 1.0
 class WorkerTask:
     id: str
     launch_tick: int  # the tick at which its process starts (cold start)
+    group: str = ""  # its capacity pool; "" without pools
+    created_tick: int = 0  # when it was asked for (ECS's createdAt)
+    refused_tick: int | None = None  # the first due tick its pool had no capacity for it
     proc: subprocess.Popen[bytes] | None = None
     launched_at: float | None = None
     stopping_at: float | None = None
@@ -66,9 +74,15 @@ class WorkerPool:
         self._serial = 0
         self.tasks: list[WorkerTask] = []
         self.crashed: list[WorkerTask] = []  # exits nobody asked for (a crash, a SIGKILL)
+        self.desired: dict[str, int] = {}  # each group's count, as last set (its service's)
 
-    def of_state(self, state: str) -> list[WorkerTask]:
-        return [task for task in self.tasks if task.state == state]
+    def of_state(self, state: str, group: str | None = None) -> list[WorkerTask]:
+        """The tasks in `state`, of one group when `group` is given."""
+        return [
+            task
+            for task in self.tasks
+            if task.state == state and (group is None or task.group == group)
+        ]
 
     def live(self) -> list[WorkerTask]:
         return [task for task in self.tasks if task.state != "exited"]
@@ -78,24 +92,46 @@ class WorkerPool:
 
     def scale_to(self, desired: int, tick: int, cold_start_ticks: int) -> None:
         """Adds pending tasks or stops surplus ones; protected tasks are never stopped."""
-        active = self.of_state("pending") + self.of_state("running")
+        self._scale("", desired, tick, cold_start_ticks)
+        self.launch_due(tick)
+
+    def scale_group(
+        self, group: str, desired: int, tick: int, cold_start_ticks: int, refused: bool
+    ) -> None:
+        """`scale_to` for one pool's group; while its pool `refused` capacity, its due tasks
+        stay pending (each remembers the first tick it was refused)."""
+        self._scale(group, desired, tick, cold_start_ticks)
+        due = [t for t in self.of_state("pending", group) if t.launch_tick <= tick]
+        for task in due:
+            if not refused:
+                self._launch(task)
+            elif task.refused_tick is None:
+                task.refused_tick = tick
+                self._events.write("worker_refused", worker=task.id, pool=group)
+
+    def _scale(self, group: str, desired: int, tick: int, cold_start_ticks: int) -> None:
+        self.desired[group] = desired
+        active = self.of_state("pending", group) + self.of_state("running", group)
         for _ in range(desired - len(active)):
             self._serial += 1
-            task = WorkerTask(f"worker-{self._serial}", tick + cold_start_ticks)
+            task = WorkerTask(
+                f"{group or 'worker'}-{self._serial}", tick + cold_start_ticks, group, tick
+            )
             self.tasks.append(task)
-            self._events.write("worker_pending", worker=task.id, launch_tick=task.launch_tick)
+            self._events.write(
+                "worker_pending", worker=task.id, launch_tick=task.launch_tick, **_pool(group)
+            )
         surplus = len(active) - desired
         for task in reversed(active):  # the newest first: pending ones cost nothing to drop
             if surplus <= 0:
                 break
             if task.proc is None:
                 task.ended_at = self._clock()
-                self._events.write("worker_cancelled", worker=task.id)
+                self._events.write("worker_cancelled", worker=task.id, **_pool(task.group))
                 surplus -= 1
             elif not self.protected(task):
                 self.terminate(task, reason="scale-in")
                 surplus -= 1
-        self.launch_due(tick)
 
     def launch_due(self, tick: int) -> None:
         for task in self.of_state("pending"):
@@ -164,5 +200,11 @@ class WorkerPool:
     def describe(self) -> list[dict[str, object]]:
         return [
             {"id": t.id, "pid": t.pid, "state": t.state, "protected": self.protected(t)}
+            | _pool(t.group)
             for t in self.live()
         ]
+
+
+def _pool(group: str) -> dict[str, object]:
+    """The pool field of an event or a worker's description; none without pools."""
+    return {"pool": group} if group else {}

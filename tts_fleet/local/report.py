@@ -146,6 +146,7 @@ def _workers_panel(axes: Any, samples: Sequence[Tick]) -> None:
                       alpha=0.2, label="busy, protected")  # fmt: skip
     for index, tick in enumerate(idle_firings(samples)):  # every firing, labelled once
         axes.axvline(tick, color="grey", linestyle=":", label="idle alarm" if index == 0 else None)
+    _pool_lines(axes, samples, ticks)
     _decision_labels(axes, samples, ticks)
     axes.set_ylabel("workers")
     axes.set_xlabel("tick (one tick = one CloudWatch minute)")
@@ -176,3 +177,43 @@ def _decision_labels(axes: Any, samples: Sequence[Tick], clock: Sequence[float])
     for x, y, i in zip(xs, ys, changes, strict=True):
         axes.annotate(samples[i].reason, (x, y), xytext=(3, 6), textcoords="offset points",
                       fontsize="x-small", rotation=30)  # fmt: skip
+
+
+def pool_names(samples: Sequence[Tick]) -> list[str]:
+    """The capacity pools of a run, in the stack's order (none without pools)."""
+    return [str(pool["pool"]) for pool in samples[0].pools] if samples else []
+
+
+def pool_changes(samples: Sequence[Tick]) -> list[tuple[int, str, str]]:
+    """(sample index, pool, label) where a pool's availability changed: its demand moved on
+    ("spot skipped: provisioning-timeout") or its cooldown ended ("spot back")."""
+    found = []
+    for index, sample in enumerate(samples):
+        for pool in sample.pools:
+            if pool["change"] == "unavailable":
+                found.append((index, str(pool["pool"]), f"{pool['pool']} skipped: {pool['cause']}"))
+            elif pool["change"] == "available":
+                found.append((index, str(pool["pool"]), f"{pool['pool']} back"))
+    return found
+
+
+def _pool_lines(axes: Any, samples: Sequence[Tick], clock: Sequence[float]) -> None:
+    """With capacity pools: each pool's running workers, its outage shaded, and where the
+    controller moved its demand on or back."""
+    for number, name in enumerate(pool_names(samples)):
+        color = f"C{number + 4}"  # clear of the panel's own colours
+        rows = [next(p for p in s.pools if p["pool"] == name) for s in samples]
+        running = [int(str(row["running"])) for row in rows]
+        axes.step(clock, running, where="post", color=color, linewidth=1,
+                  label=f"running in {name}")  # fmt: skip
+        refusing = [bool(row["refusing"]) for row in rows]
+        if not any(refusing):
+            continue
+        axes.fill_between(
+            clock, 0, 1, where=refusing, step="post", color=color, alpha=0.1,
+            transform=axes.get_xaxis_transform(), label=f"{name}: no capacity",
+        )  # fmt: skip
+    for index, _, label in pool_changes(samples):
+        axes.axvline(clock[index], color="tab:red", linestyle="-.", linewidth=0.8)
+        axes.annotate(label, (clock[index], 0), xytext=(3, 3), textcoords="offset points",
+                      fontsize="x-small", rotation=90, color="tab:red")  # fmt: skip

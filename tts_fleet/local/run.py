@@ -26,6 +26,7 @@ from rich.console import Console
 from tts_fleet.client.stack import ENV_BUCKET, ENV_DLQ_URL, ENV_QUEUE_URL
 from tts_fleet.config.models import StackConfig
 from tts_fleet.config.stack_file import StackFile, with_overrides
+from tts_fleet.cost.pools import pool_specs
 from tts_fleet.local import emulator as local_aws
 from tts_fleet.local import procs
 from tts_fleet.local.agent import EcsAgent
@@ -39,6 +40,8 @@ from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.controller import ControllerParams
 from tts_fleet.scaling.physics import Batching
 from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Policy
+from tts_fleet.scaling.pools import PlacementParams, PoolSpec
+from tts_fleet.sim.capacity import Capacity, CapacityError, Outage
 from worker.jobs import OUTPUTS_PREFIX, Job
 from worker.settings import worker_env
 
@@ -77,6 +80,8 @@ class LocalOptions:
     mode: str | None = None  # "controller" | "alarms": overrides scaling.mode
     tick: float = 1.0
     cold_start_ticks: int = 0
+    # --capacity-outage: pools that refuse capacity for a while (needs gpu.pools)
+    capacity_outages: tuple[Outage, ...] = ()
     backend: str = "espeak"
     speech_latency_ms: float = 0.0
     visibility_timeout: int = LOCAL_VISIBILITY_SECONDS
@@ -107,13 +112,45 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         # A stack's schedules are sized for its GPUs; here --max-workers caps them too, or
         # prod's `maxWorkers: 40` schedule would refuse a laptop's `--max-workers 6`.
         cap = options.max_workers
-        raw["scaling"]["schedules"] = [
-            {**s, **{k: min(v, cap) for k, v in s.items() if k in CAPPED and isinstance(v, int)}}
-            if isinstance(s, dict)
-            else s
-            for s in raw["scaling"].get("schedules") or []
-        ]
+        raw["scaling"]["schedules"] = _capped(raw["scaling"].get("schedules"), cap)
+        gpu = raw.get("gpu")
+        if isinstance(gpu, dict) and isinstance(gpu.get("pools"), list):
+            gpu["pools"] = _capped(gpu["pools"], cap)  # a pool's bounds sit inside scaling's
     return StackConfig.from_raw(raw)  # ConfigError names each bad key
+
+
+def _capped(entries: object, cap: int) -> list[object]:
+    """Each entry's minWorkers and maxWorkers at most `cap`."""
+    return [
+        {**e, **{k: min(v, cap) for k, v in e.items() if k in CAPPED and isinstance(v, int)}}
+        if isinstance(e, dict)
+        else e
+        for e in (entries if isinstance(entries, list) else [])
+    ]
+
+
+def local_pools(cfg: StackConfig, options: LocalOptions) -> tuple[PoolSpec, ...]:
+    """The stack's capacity pools as worker groups (`gpu.pools`, controller mode), priced as
+    the controller orders them; () without them: one group, as before pools existed. Raises
+    CapacityError when --capacity-outage names a pool the run does not have."""
+    pooled = bool(cfg.gpu.pools) and cfg.scaling.mode == "controller"
+    specs = pool_specs(cfg) if pooled else ()
+    if options.capacity_outages and not specs:
+        raise CapacityError(
+            "--capacity-outage needs capacity pools: a stack whose gpu.pools lists them, "
+            "in scaling.mode controller"
+        )
+    Capacity(outages=options.capacity_outages).check({spec.name for spec in specs})
+    return specs
+
+
+def local_placement(cfg: StackConfig) -> PlacementParams:
+    """The placement's timings as the stack sets them, on the fleet's clock (a tick is a
+    minute, so the 300-s default provisioning timeout is 5 ticks)."""
+    return PlacementParams(
+        provisioning_timeout_s=float(cfg.gpu.provisioning_timeout_seconds),
+        cooldown_s=float(cfg.gpu.pool_cooldown_seconds),
+    )
 
 
 @dataclass
@@ -207,13 +244,19 @@ class LocalRun:
     def _scaler(self) -> PoolScaler:
         """The stack's `scaling.mode` on the fleet's clock: the alarms or the controller."""
         counts = functools.partial(local_aws.fleet_counts, self.aws)
+        pools = local_pools(self.cfg, self.options)
         policy: Policy
         if self.cfg.scaling.mode == "alarms":
             policy = AlarmsPolicy(self.cfg.scaling, lag_s=LOCAL_METRIC_LAG_S)
         else:
-            policy = ControllerPolicy(local_controller_params(self.cfg, self.options))
+            params = local_controller_params(self.cfg, self.options)
+            placement = local_placement(self.cfg) if pools else None
+            policy = ControllerPolicy(params, pools=pools, placement=placement)
         ticks = self.options.cold_start_ticks
-        return PoolScaler(policy, self.pool, counts, self._completed, self.events, ticks)
+        capacity = Capacity(outages=self.options.capacity_outages)
+        return PoolScaler(
+            policy, self.pool, counts, self._completed, self.events, ticks, pools, capacity
+        )
 
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}

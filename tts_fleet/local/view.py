@@ -34,8 +34,26 @@ def status_line(sample: Tick, submitted: int, idle: str = "") -> str:
         f"in flight {sample.in_flight:>3}  workers {sample.running}/{sample.desired} "
         f"(pending {sample.pending}, stopping {sample.stopping})  "
         f"done {_done(sample, submitted)}  failed {sample.failed}  {_driver(sample)}"
+        + (f"  pools {pools_text(sample)}" if sample.pools else "")
         + (f"  {idle}" if idle else "")
     )
+
+
+def pools_text(sample: Tick) -> str:
+    """Each capacity pool's group: running/desired, pending, whether its capacity is out (the
+    --capacity-outage) and whether the controller has moved its demand on (and why)."""
+    return ", ".join(_pool_text(pool) for pool in sample.pools)
+
+
+def _pool_text(pool: dict[str, object]) -> str:
+    text = f"{pool['pool']} {pool['running']}/{pool['desired']}"
+    if pool["pending"]:
+        text += f" (pending {pool['pending']})"
+    if pool["refusing"]:
+        text += " outage"
+    if not pool["available"]:
+        text += f" skipped: {pool['cause']}"
+    return text
 
 
 def shown_outstanding(sample: Tick, submitted: int) -> int:
@@ -139,6 +157,9 @@ class LiveView:
         )
         label, _, value = _driver(sample).partition(" ")
         table.add_row(label, value)
+        for pool in sample.pools:
+            name, _, value = _pool_text(pool).partition(" ")
+            table.add_row(f"pool {name} running / desired", value)
         if idle:
             table.add_row("idle window", idle.removeprefix("idle "))
         spark = Text(sparkline(self._backlog), style="cyan")

@@ -33,6 +33,7 @@ from tts_fleet.scaling.pools import (
     PoolObservation,
     PoolSpec,
     PoolTarget,
+    launches_after,
     place,
 )
 
@@ -161,7 +162,8 @@ class ControllerPolicy:
             return Decision(decision.desired, "controller", decision.reason)
         seen = {pool.name: pool for pool in fleet.pools}
         placed = place(self.pools, self.placement, self.state.pools, seen, decision.desired, now)
-        self.state = replace(self.state, pools=placed.states)
+        launches = launches_after(placed, seen, self.state.launches, now)
+        self.state = replace(self.state, pools=placed.states, launches=launches)
         return Decision(
             decision.desired, "controller", decision.reason, placed.targets, placed.events
         )

@@ -43,8 +43,8 @@ INTERRUPTIONS = "interruptions"
 CAUSES = (PROVISIONING_TIMEOUT, PLACEMENT_FAILURE, INTERRUPTIONS)
 
 # Service events that say the pool's capacity provider found no capacity (ECS service event
-# messages and the SERVICE_TASK_PLACEMENT_FAILURE EventBridge event; docs/research capacity.md
-# §5.3). The driver that reads them (tts_fleet/controller) matches these words.
+# messages and the SERVICE_TASK_PLACEMENT_FAILURE EventBridge event; the research note on
+# capacity, §5.3). The driver that reads them (tts_fleet/controller) matches these words.
 PLACEMENT_FAILURE_MARKERS = (
     "SERVICE_TASK_PLACEMENT_FAILURE",
     "UnfulfillableCapacity",
@@ -277,41 +277,77 @@ def _split(
 ) -> dict[str, int]:
     """Sticky placement: each pool starts from its current desired count (an unavailable one
     cut to its running tasks), growth goes to the first available pools in fill order, and
-    shrinking comes off the last ones first; pools' own minWorkers are kept where available."""
+    shrinking comes off launches not yet serving, then off running workers, the last pools
+    in fill order first; pools' own minWorkers are kept where available. A fleet that fell
+    back stays where it is until the policy shrinks it: moving a running worker to a
+    cheaper pool would cost a cold start."""
     order = fill_order(pools)
-    counts: dict[str, int] = {}
-    caps: dict[str, int] = {}
-    for pool in order:
-        seen = observations.get(pool.name, PoolObservation(pool.name, 0, 0, 0))
-        available = states[pool.name].available(now)
-        cap = pool.max_workers if available else min(pool.max_workers, seen.running)
-        caps[pool.name] = cap
-        counts[pool.name] = min(cap, max(0, seen.desired))
-    missing = total - sum(counts.values())
-    growable = [pool for pool in order if states[pool.name].available(now)]
+    seen = {p.name: observations.get(p.name, PoolObservation(p.name, 0, 0, 0)) for p in order}
+    available = {p.name: states[p.name].available(now) for p in order}
+    caps = {
+        p.name: p.max_workers if available[p.name] else min(p.max_workers, seen[p.name].running)
+        for p in order
+    }
+    counts = {p.name: min(caps[p.name], max(0, seen[p.name].desired)) for p in order}
+    growable = [p for p in order if available[p.name]]
     if not growable:
         # No pool is available: the demand waits on the pools in order (ECS keeps retrying
         # them) rather than nowhere; the first one whose cooldown ends takes it as usual.
         growable = list(order)
-        caps = {pool.name: pool.max_workers for pool in order}
+        caps = {p.name: p.max_workers for p in order}
+    missing = total - sum(counts.values())
     for pool in growable:
-        if missing <= 0:
-            break
-        added = min(missing, caps[pool.name] - counts[pool.name])
-        if added > 0:
-            counts[pool.name] += added
-            missing -= added
-    for pool in reversed(order):
-        if missing >= 0:
-            break
-        floor = pool.min_workers if states[pool.name].available(now) else 0
-        taken = min(-missing, max(0, counts[pool.name] - floor))
-        counts[pool.name] -= taken
-        missing += taken
+        added = max(0, min(missing, caps[pool.name] - counts[pool.name]))
+        counts[pool.name] += added
+        missing -= added
+    if missing < 0:
+        _shrink(order, counts, seen, available, -missing)
     for pool in order:
-        if states[pool.name].available(now):
+        if available[pool.name]:
             counts[pool.name] = max(counts[pool.name], min(pool.min_workers, pool.max_workers))
     return counts
+
+
+def _shrink(
+    order: tuple[PoolSpec, ...],
+    counts: dict[str, int],
+    seen: Mapping[str, PoolObservation],
+    available: Mapping[str, bool],
+    surplus: int,
+) -> None:
+    """Takes `surplus` off `counts`: launches not yet serving first (ECS stops pending tasks
+    first in one service), then running workers, each from the dearest pool up."""
+    for started in (False, True):
+        for pool in reversed(order):
+            floor = pool.min_workers if available[pool.name] else 0
+            if not started:
+                floor = max(floor, seen[pool.name].running)
+            taken = max(0, min(surplus, counts[pool.name] - floor))
+            counts[pool.name] -= taken
+            surplus -= taken
+
+
+def launches_after(
+    placement: Placement,
+    observations: Mapping[str, PoolObservation],
+    launches: tuple[float, ...],
+    now: float,
+) -> tuple[float, ...]:
+    """When the launches still under way after `placement` were asked for, oldest first:
+    `launches` are the pools' pending tasks' times (ControllerState.launches, oldest first);
+    pending tasks a cut pool stops are dropped (the oldest: a pool is cut for tasks that
+    waited too long), and each new task is asked for `now`. Without this the controller
+    would count a stuck launch's wait as progress of the replacement in the next pool."""
+    pending = sum(observations[t.name].pending for t in placement.targets if t.name in observations)
+    stopped = new = 0
+    for target in placement.targets:
+        seen = observations.get(target.name, PoolObservation(target.name, 0, 0, 0))
+        have = seen.running + seen.pending
+        new += max(0, target.desired - have)
+        stopped += min(seen.pending, max(0, have - target.desired))
+    kept = launches[: min(len(launches), pending)]
+    kept = kept[min(len(kept), stopped) :]
+    return (*kept, *([now] * new))
 
 
 class InvalidPoolState(ValueError):

@@ -17,11 +17,18 @@
   counted as cancelled. Its host, if still launching, registers with no task and is idle
   from then (no pull: the pull is a task's); a new task may still claim it, else it goes
   after `host_idle_seconds` and is billed from launch to then;
-- workers have `concurrency` slots and the profile's batching latency.
+- workers have `concurrency` slots and the profile's batching latency;
+- with capacity pools (`PolicySetup.pools`, issue #22) each pool is its own service with its
+  own hosts (a host serves only its pool's tasks), the controller's placement sets each
+  service's count, and tts_fleet/sim/capacity.py's interruptions and outages act on them: an
+  interrupted host's task drains within the notice while its service starts a replacement; a
+  task asked for in an outage waits for capacity (PROVISIONING, unbilled) and its service
+  reports placement failures meanwhile.
 
 Only events cost time (completions, task/host transitions, one tick per minute, skipped while
 nothing happens), so 100,000 jobs take well under a second. The only randomness is host
-provisioning jitter, from `seed`.
+provisioning jitter, from `seed` (and the interruptions, from their own generator seeded by
+`seed`, so a run without them draws exactly what it always drew).
 """
 
 from __future__ import annotations
@@ -33,10 +40,19 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 
 from tts_fleet.scaling.physics import Profile
+from tts_fleet.scaling.pools import INTERRUPTION_WINDOW_S, PoolObservation, fill_order, place
+from tts_fleet.sim.capacity import NOTICE_S, PLACEMENT_RETRY_S, Capacity
 from tts_fleet.sim.model import PolicySetup
-from tts_fleet.sim.report import CostRates, Sample, SimResult, summarise
-from tts_fleet.sim.scalers import PEER_VISIBILITY_S, View, make_scaler
-from tts_fleet.sim.state import Fleet, Host, ServiceTask
+from tts_fleet.sim.report import (
+    CostRates,
+    Sample,
+    SimResult,
+    outage_results,
+    pool_usage,
+    summarise,
+)
+from tts_fleet.sim.scalers import PEER_VISIBILITY_S, PolicyScaler, View, make_scaler
+from tts_fleet.sim.state import NO_POOL, Fleet, Host, ServiceTask
 from tts_fleet.sim.traces import Trace
 
 # Event kinds, in the order they run at the same instant: a finishing job frees its slot
@@ -44,16 +60,29 @@ from tts_fleet.sim.traces import Trace
 # across a boundary) before a job that arrives exactly on it, which belongs to the next
 # minute; that job reaches an idle worker before the alarm evaluation, as a long-polling
 # worker would (AAS and ECS take seconds to stop a task).
-# A killed job reappears (_REVEAL) like an arrival.
-_DONE, _CLOSE, _ARRIVAL, _REVEAL, _READY, _EXPIRE, _TICK = range(7)
+# A killed job reappears (_REVEAL) like an arrival. A Spot notice (_INTERRUPT) and the end of
+# it (_RECLAIM) come after the host events of the same instant.
+_DONE, _CLOSE, _ARRIVAL, _REVEAL, _READY, _EXPIRE, _INTERRUPT, _RECLAIM, _TICK = range(9)
 # The fleet never settles with min_workers > 0; stop this long after the trace at the latest.
 MAX_TAIL_S = 30 * 86400.0
 
 
 class Simulation:
-    def __init__(self, trace: Trace, profile: Profile, policy: PolicySetup, seed: int = 0):
+    def __init__(
+        self,
+        trace: Trace,
+        profile: Profile,
+        policy: PolicySetup,
+        seed: int = 0,
+        capacity: Capacity | None = None,
+    ):
         self.trace, self.profile, self.policy = trace, profile, policy
         self.rng = random.Random(seed)
+        self.capacity = Capacity() if capacity is None else capacity
+        self.capacity.check({pool.name for pool in policy.pools})
+        self.interruption_rng = random.Random(f"interruptions:{seed}")
+        self.pooled = bool(policy.pools)
+        self.pool_names = tuple(p.name for p in fill_order(policy.pools)) or (NO_POOL,)
         self.scaler = make_scaler(policy, profile)
         self.period = self.scaler.period_s
         self.arrivals = trace.arrivals
@@ -91,6 +120,8 @@ class Simulation:
             _READY: self._task_ready,
             _EXPIRE: self._host_expire,
             _REVEAL: self._reveal,
+            _INTERRUPT: self._interrupt,
+            _RECLAIM: self._reclaim,
         }
         n = len(self.arrivals)
         while self.events:
@@ -153,6 +184,9 @@ class Simulation:
     def _job_done(self, now: float, payload: tuple[int, int]) -> None:
         job, task_id = payload
         task = self.fleet.tasks.get(task_id)
+        draining = task is None and task_id in self.fleet.draining
+        if draining:
+            task = self.fleet.draining[task_id]
         if task is None or job not in task.jobs:
             return  # its task was stopped under it: the job went back to the queue
         task.jobs.discard(job)
@@ -160,24 +194,43 @@ class Simulation:
         self.done += 1
         self.processing -= 1
         task.in_flight -= 1
+        if draining:  # an interrupted worker takes no new job; it ends with its last one
+            if not task.jobs:
+                del self.fleet.draining[task_id]
+            self._observe(now)
+            return
         heapq.heappush(self.free, (task.in_flight, task_id))
         self._dispatch(now)
-        if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
+        if task.in_flight == 0 and self._over(task.pool):
             self._stop(now, task_id)  # protection dropped with the last job: ECS stops it now
+
+    def _over(self, pool: str) -> bool:
+        """The pool's service has more tasks than it wants."""
+        fleet = self.fleet
+        if not self.pooled:
+            return len(fleet.tasks) > fleet.desired
+        live = sum(1 for t in fleet.tasks.values() if t.pool == pool)
+        return live > fleet.pool_desired.get(pool, 0)
 
     # -- ECS service and Managed Instances -----------------------------------------------
     def _reconcile(self, now: float) -> None:
+        for pool in self.pool_names:
+            self._reconcile_pool(now, pool)
+
+    def _reconcile_pool(self, now: float, pool: str) -> None:
         fleet = self.fleet
-        for _ in range(fleet.desired - len(fleet.tasks)):
-            self._start_task(now)
-        surplus = len(fleet.tasks) - fleet.desired
+        desired = fleet.pool_desired.get(pool, 0)
+        live = [(i, t) for i, t in fleet.tasks.items() if t.pool == pool]
+        for _ in range(desired - len(live)):
+            self._start_task(now, pool)
+        surplus = len(live) - desired
         if surplus <= 0:
             return
         # Pending tasks do no work: stop those first (newest first), then idle ones. Busy
         # tasks are protected; `_job_done` stops them when their last job finishes. Without
         # protection the newest go, busy or not (a ReplicaSet's deletion order).
         protected = self.scaler.protects_busy
-        order = sorted(fleet.tasks.items(), key=lambda kv: (kv[1].ready, -kv[0]))
+        order = sorted(live, key=lambda kv: (kv[1].ready, -kv[0]))
         for task_id, task in order:
             if surplus == 0:
                 break
@@ -186,50 +239,109 @@ class Simulation:
                 surplus -= 1
 
     def _warm_floor(self) -> None:
-        """minWorkers > 0 is an always-on fleet: it is already up when the trace starts."""
-        fleet = self.fleet
-        fleet.desired = self.policy.scaling.min_workers
-        for _ in range(fleet.desired):
-            host = Host(len(fleet.hosts), 0.0, 0.0, image_at=0.0, task=fleet.next_task)
-            fleet.hosts.append(host)
-            fleet.tasks[fleet.next_task] = ServiceTask(host, cold=False, ready=True)
-            heapq.heappush(self.free, (0, fleet.next_task))
-            fleet.next_task += 1
+        """minWorkers > 0 is an always-on fleet: it is already up when the trace starts
+        (with pools, placed as the controller would place it on an empty fleet)."""
+        fleet, policy = self.fleet, self.policy
+        fleet.desired = policy.scaling.min_workers
+        fleet.pool_desired = {NO_POOL: fleet.desired}
+        if self.pooled and policy.placement is not None:
+            placed = place(policy.pools, policy.placement, (), {}, fleet.desired, 0.0)
+            fleet.pool_desired = placed.desired()
+            fleet.desired = sum(fleet.pool_desired.values())
+        for pool in self.pool_names:
+            for _ in range(fleet.pool_desired.get(pool, 0)):
+                host = Host(len(fleet.hosts), 0.0, 0.0, image_at=0.0, task=fleet.next_task)
+                host.pool = pool
+                fleet.hosts.append(host)
+                self._schedule_interruption(host)
+                fleet.tasks[fleet.next_task] = ServiceTask(host, cold=False, ready=True, pool=pool)
+                heapq.heappush(self.free, (0, fleet.next_task))
+                fleet.next_task += 1
 
-    def _start_task(self, now: float) -> None:
+    def _start_task(self, now: float, pool: str = NO_POOL) -> None:
         fleet, profile = self.fleet, self.profile
         placed = now + profile.task_placement_s
-        host = self._claim_host(placed)
+        host = self._claim_host(placed, pool)
         if host.image_at is None:  # this task's pull starts once the host has registered
             host.image_at = max(placed, host.provisioned_at) + profile.pull_s
         task_id = fleet.next_task
         fleet.next_task += 1
         host.task = task_id
         # Warm: the host is up with the image pulled; else the task waits for provisioning.
-        fleet.tasks[task_id] = ServiceTask(host, cold=host.image_at > placed)
+        fleet.tasks[task_id] = ServiceTask(
+            host, cold=host.image_at > placed, pool=pool, placed_at=now
+        )
+        if self.pooled:
+            fleet.starts.append((now, pool))
         ready = max(placed, host.image_at) + profile.model_load_s + profile.warmup_s
         self._push(ready, _READY, (task_id, 0))
 
-    def _claim_host(self, placed: float) -> Host:
-        """A spare host (warm, or still launching for a cancelled task), readiest first; else
-        a new one. One task per host: the capacity provider launches instances with exactly
-        gpu.gpuCount GPUs and the task definition asks for all of them."""
+    def _claim_host(self, placed: float, pool: str = NO_POOL) -> Host:
+        """A spare host of the pool (warm, or still launching for a cancelled task),
+        readiest first; else a new one, launched when the pool has capacity. One task per
+        host: the capacity provider launches instances with exactly gpu.gpuCount GPUs and the
+        task definition asks for all of them."""
         fleet, profile = self.fleet, self.profile
-        if fleet.spare:
+        spare = [h for h in fleet.spare.values() if h.pool == pool]
+        if spare:
             pull = profile.pull_s
 
             def image_ready(h: Host) -> float:
                 return h.image_at if h.image_at is not None else h.provisioned_at + pull
 
-            host = min(fleet.spare.values(), key=lambda h: (image_ready(h), h.index))
+            host = min(spare, key=lambda h: (image_ready(h), h.index))
             del fleet.spare[host.index]
             return host
         provisioning = profile.host_provisioning_s + self.rng.uniform(
             0.0, profile.host_provisioning_jitter_s
         )
-        host = Host(len(fleet.hosts), placed, placed + provisioning)
+        launched = self.capacity.capacity_from(pool, placed)
+        host = Host(len(fleet.hosts), launched, launched + provisioning, pool=pool)
         fleet.hosts.append(host)
+        self._schedule_interruption(host)
         return host
+
+    # -- Spot interruptions (tts_fleet/sim/capacity.py) -----------------------------------
+    def _schedule_interruption(self, host: Host) -> None:
+        rate = self.capacity.rate_per_hour(host.pool)
+        if rate > 0:
+            at = host.launched + self.interruption_rng.expovariate(rate / 3600.0)
+            self._push(at, _INTERRUPT, (host.index, 0))
+
+    def _interrupt(self, now: float, payload: tuple[int, int]) -> None:
+        """The 2-minute notice: the host goes at its end; its task stops taking jobs and
+        finishes the ones it holds, and its service starts a replacement now."""
+        fleet = self.fleet
+        host = fleet.hosts[payload[0]]
+        if host.gone is not None:
+            return  # scaled in before the notice
+        fleet.interruptions.setdefault(host.pool, []).append(now)
+        host.gone = now + NOTICE_S
+        host.token += 1  # a pending idle expiry no longer applies
+        fleet.spare.pop(host.index, None)
+        if host.task is not None:
+            task_id, host.task = host.task, None
+            task = fleet.tasks.pop(task_id)
+            if not task.ready:
+                fleet.cancelled_starts += 1
+            elif task.jobs:
+                fleet.draining[task_id] = task
+                self._push(host.gone, _RECLAIM, (task_id, 0))
+        self._reconcile(now)
+        self._observe(now)
+
+    def _reclaim(self, now: float, payload: tuple[int, int]) -> None:
+        """The notice is over: jobs the worker still holds go back to the queue (it
+        releases them with visibility 0 as it stops, DESIGN §5.6)."""
+        task = self.fleet.draining.pop(payload[0], None)
+        if task is None:
+            return
+        for job in sorted(task.jobs):
+            self.processing -= 1
+            self.retry.append(job)
+        task.jobs.clear()
+        task.in_flight = 0
+        self._dispatch(now)
 
     def _task_ready(self, now: float, payload: tuple[int, int]) -> None:
         task_id = payload[0]
@@ -243,7 +355,7 @@ class Simulation:
             self.fleet.warm_starts += 1
         heapq.heappush(self.free, (0, task_id))
         self._dispatch(now)
-        if task.in_flight == 0 and len(self.fleet.tasks) > self.fleet.desired:
+        if task.in_flight == 0 and self._over(task.pool):
             self._stop(now, task_id)
 
     def _stop(self, now: float, task_id: int) -> None:
@@ -257,6 +369,9 @@ class Simulation:
             self.fleet.cancelled_starts += 1
             if host.image_at is not None and host.image_at > now:
                 host.image_at = None  # the stopped task's pull is abandoned with it
+        if host.launched > now:
+            host.gone = host.launched  # it waited for capacity: no instance was ever launched
+            return
         self.fleet.spare[host.index] = host
         keep = self.policy.host_idle_seconds
         if keep >= 0:  # -1: Managed Instances never scales the idle host in
@@ -297,12 +412,47 @@ class Simulation:
         running = sum(1 for t in tasks if t.ready)
         visible = self.arrived - self.started + len(self.retry)
         in_flight = self.processing + self.hidden
+        pools = tuple(self._pool_view(now, p) for p in self.pool_names) if self.pooled else ()
         return View(now, visible, in_flight, running, len(self.fleet.tasks) - running,
-                    self.fleet.desired)  # fmt: skip
+                    self.fleet.desired, pools)  # fmt: skip
+
+    def _pool_view(self, now: float, pool: str) -> PoolObservation:
+        """One pool's service as the controller reads it: its counts, how long its oldest
+        task has waited for capacity, its newest placement failure, its interruptions."""
+        tasks = [t for t in self.fleet.tasks.values() if t.pool == pool]
+        running = sum(1 for t in tasks if t.ready)
+        waiting = [t.placed_at for t in tasks if t.host.launched > now]
+        placement = self.profile.task_placement_s
+        failure = None
+        for asked in waiting:  # each attempt fails: at placement, then every PLACEMENT_RETRY_S
+            tried = asked + placement
+            if tried <= now and self.capacity.reports_failures(pool, tried):
+                last = tried + math.floor((now - tried) / PLACEMENT_RETRY_S) * PLACEMENT_RETRY_S
+                failure = last if failure is None else max(failure, last)
+        recent = self.fleet.interruptions.get(pool, [])
+        return PoolObservation(
+            name=pool,
+            desired=self.fleet.pool_desired.get(pool, 0),
+            running=running,
+            pending=len(tasks) - running,
+            oldest_provisioning_s=now - min(waiting) if waiting else 0.0,
+            placement_failure_at=failure,
+            interruptions=tuple(t for t in recent if t > now - INTERRUPTION_WINDOW_S),
+        )
 
     def _tick(self, now: float) -> bool:
         """The scaler's evaluation: desired count, reconcile; True when the run is over."""
-        self.fleet.desired = self.scaler.decide(self._view(now))
+        fleet = self.fleet
+        fleet.desired = self.scaler.decide(self._view(now))
+        fleet.pool_desired = {NO_POOL: fleet.desired}
+        if self.pooled:
+            scaler = self.scaler
+            assert isinstance(scaler, PolicyScaler)  # make_scaler: pools need the controller
+            fleet.pool_desired = {t.name: t.desired for t in scaler.targets}
+            fleet.desired = sum(fleet.pool_desired.values())
+            for event in scaler.pool_events:
+                if event.kind == "unavailable":
+                    fleet.fallbacks[event.pool] = fleet.fallbacks.get(event.pool, 0) + 1
         self._reconcile(now)
         self.samples.append(self._sample(now))
         if self._finished(now):
@@ -323,7 +473,8 @@ class Simulation:
             return False
         tasks_down = len(self.fleet.tasks) <= self.policy.scaling.min_workers
         idle_hosts = self.policy.host_idle_seconds >= 0 and bool(self.fleet.spare)
-        return self.scaler.settled() and tasks_down and not idle_hosts and not self.hidden
+        busy = self.hidden or self.fleet.draining
+        return self.scaler.settled() and tasks_down and not idle_hosts and not busy
 
     def _next_tick(self, now: float) -> float:
         """The next evaluation, or — fleet at zero, nothing queued — the one that follows
@@ -345,11 +496,17 @@ class Simulation:
 
 
 def simulate(
-    trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int = 0
+    trace: Trace,
+    profile: Profile,
+    policy: PolicySetup,
+    rates: CostRates,
+    seed: int = 0,
+    capacity: Capacity | None = None,
 ) -> SimResult:
-    sim = Simulation(trace, profile, policy, seed)
+    sim = Simulation(trace, profile, policy, seed, capacity)
     finish, samples, fleet, end = sim.run()
     gpu_seconds = sum((h.gone if h.gone is not None else end) - h.launched for h in fleet.hosts)
+    pools = pool_usage(policy.pools, fleet, end) if sim.pooled else ()
     return summarise(
         trace=trace,
         profile=profile,
@@ -361,4 +518,6 @@ def simulate(
         end=end,
         starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, len(fleet.hosts)),
         killed_jobs=fleet.killed_jobs,
+        pools=pools,
+        outages=outage_results(fleet, sim.capacity),
     )

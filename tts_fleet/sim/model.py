@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from tts_fleet.config.models import ScalingConfig
 from tts_fleet.scaling.bands import Scaling
+from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 
 # The scalers the simulator knows (tts_fleet/sim/scalers.py): this project's two modes, the
 # AWS sample it started from, and the peers a user would otherwise pick.
@@ -27,6 +28,9 @@ class PolicySetup:
     concurrency: int
     mode: str  # which scaler drives the service: one of MODES
     cold_start_work: float  # κ, controller mode only (scaling.coldStartWork)
+    # Capacity pools (gpu.pools, issue #22), priced; () is one service, as before them.
+    pools: tuple[PoolSpec, ...] = ()
+    placement: PlacementParams | None = None  # their timeout and cooldown, with pools
 
     def with_windows(self, idle_minutes: int, host_idle_seconds: int) -> PolicySetup:
         return replace(
@@ -92,4 +96,7 @@ def peer_policy(mode: str, base: PolicySetup) -> PolicySetup:
     host_idle = PEER_HOST_IDLE_SECONDS.get(mode, base.host_idle_seconds)
     if mode == "seed":
         return seed_policy()
-    return replace(base, name=mode, mode=mode, host_idle_seconds=host_idle)
+    # A peer has one capacity type: the stack's own (gpu.capacityType), no pools.
+    return replace(
+        base, name=mode, mode=mode, host_idle_seconds=host_idle, pools=(), placement=None
+    )

@@ -8,7 +8,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tts_fleet.scaling.physics import Profile
+from tts_fleet.scaling.pools import PoolSpec
+from tts_fleet.sim.capacity import Capacity
 from tts_fleet.sim.model import PolicySetup
+from tts_fleet.sim.state import Fleet
 from tts_fleet.sim.traces import Trace
 from tts_fleet.stats import percentile
 
@@ -79,6 +82,32 @@ class RunCost:
 
 
 @dataclass(frozen=True)
+class PoolUsage:
+    """One capacity pool's share of a run (`simulate --json`'s `pools`)."""
+
+    name: str
+    gpu_hours: float
+    usd: float  # its hosts' hours at its price; a reserved pool bills its reservation
+    interruptions: int
+    fallbacks: int  # times it was marked unavailable and its demand moved on
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "name"}
+
+
+@dataclass(frozen=True)
+class OutageResult:
+    """What one --capacity-outage did: the first launch its pool could not place, and how
+    long until demand reached another pool (None: nothing was asked of it meanwhile)."""
+
+    pool: str
+    start_s: float
+    hours: float
+    first_stuck_s: float | None
+    fallback_s: float | None
+
+
+@dataclass(frozen=True)
 class SimSummary:
     """One run's figures: what `simulate --json` prints and `advise` compares."""
 
@@ -97,11 +126,20 @@ class SimSummary:
     hosts_launched: int
     killed_jobs: int  # in flight on a task stopped without protection, run again later
     cost: RunCost
+    pools: tuple[PoolUsage, ...] = ()  # with capacity pools, in the stack's order
+    outages: tuple[OutageResult, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["latency_s"] = data.pop("latency")
         data.update(data.pop("cost"))  # the cost figures are top-level keys
+        # Without pools the document is what it was before them.
+        data.pop("pools")
+        data.pop("outages")
+        if self.pools:
+            data["pools"] = {pool.name: pool.to_json() for pool in self.pools}
+        if self.outages:
+            data["outages"] = [asdict(outage) for outage in self.outages]
         return data
 
 
@@ -128,9 +166,71 @@ def _latency(latencies: list[float]) -> Latency:
     )
 
 
-def _costs(rates: CostRates, gpu_seconds: float, end: float, jobs: int) -> RunCost:
+def pool_usage(pools: tuple[PoolSpec, ...], fleet: Fleet, end: float) -> tuple[PoolUsage, ...]:
+    """Each pool's GPU-hours (its hosts, launched to gone), what they cost at its price (a
+    reserved pool: its reservation of maxWorkers hosts for the whole run, used or not, as a
+    Capacity Reservation bills), its interruptions and its fallbacks."""
+    usage = []
+    for pool in pools:
+        seconds = sum(
+            (h.gone if h.gone is not None else end) - h.launched
+            for h in fleet.hosts
+            if h.pool == pool.name
+        )
+        hours = seconds / 3600.0
+        billed = (
+            max(hours, pool.max_workers * end / 3600.0)
+            if pool.capacity_type == "reserved"
+            else hours
+        )
+        usage.append(
+            PoolUsage(
+                name=pool.name,
+                gpu_hours=round(hours, 4),
+                usd=round(billed * pool.usd_per_hour, 2),
+                interruptions=len(fleet.interruptions.get(pool.name, [])),
+                fallbacks=fleet.fallbacks.get(pool.name, 0),
+            )
+        )
+    return tuple(usage)
+
+
+def outage_results(fleet: Fleet, capacity: Capacity) -> tuple[OutageResult, ...]:
+    """For each outage: the first launch asked of its pool inside it, and the delay until
+    the next launch asked of any other pool (the fallback)."""
+    results = []
+    for outage in capacity.outages:
+        stuck = next(
+            (t for t, pool in fleet.starts
+             if pool == outage.pool and outage.start_s <= t < outage.end_s),
+            None,
+        )  # fmt: skip
+        moved = None
+        if stuck is not None:
+            moved = next(
+                (t for t, pool in fleet.starts if pool != outage.pool and t >= stuck), None
+            )
+        results.append(
+            OutageResult(
+                pool=outage.pool,
+                start_s=outage.start_s,
+                hours=outage.duration_s / 3600.0,
+                first_stuck_s=_r(stuck),
+                fallback_s=None if moved is None or stuck is None else _r(moved - stuck),
+            )
+        )
+    return tuple(results)
+
+
+def _costs(
+    rates: CostRates, gpu_seconds: float, end: float, jobs: int, pools: tuple[PoolUsage, ...]
+) -> RunCost:
     gpu_hours = gpu_seconds / 3600.0
     gpu_usd = gpu_hours * rates.gpu_hourly_usd
+    if pools:  # each pool at its own price; the rate shown is their blend
+        gpu_usd = sum(pool.usd for pool in pools)
+        blended = gpu_usd / gpu_hours if gpu_hours else 0.0
+        rates = CostRates(round(blended, 4), rates.floor_monthly_usd)
     floor_usd = rates.floor_monthly_usd * (end / 3600.0) / HOURS_PER_MONTH
     per_1000 = (gpu_usd + floor_usd) / jobs * 1000 if jobs else None
     return RunCost(
@@ -155,6 +255,8 @@ def summarise(
     end: float,
     starts: tuple[int, int, int, int],  # cold, warm, cancelled, hosts
     killed_jobs: int = 0,
+    pools: tuple[PoolUsage, ...] = (),
+    outages: tuple[OutageResult, ...] = (),
 ) -> SimResult:
     arrivals = trace.arrivals
     latencies = [f - a for f, a in zip(finish, arrivals, strict=True)]
@@ -174,6 +276,8 @@ def summarise(
         cancelled_starts=starts[2],
         hosts_launched=starts[3],
         killed_jobs=killed_jobs,
-        cost=_costs(rates, gpu_seconds, end, len(arrivals)),
+        cost=_costs(rates, gpu_seconds, end, len(arrivals), pools),
+        pools=pools,
+        outages=outages,
     )
     return SimResult(summary, tuple(samples), tuple(latencies))

@@ -25,6 +25,7 @@ from tts_fleet.scaling.bands import outstanding
 from tts_fleet.scaling.controller import ControllerParams
 from tts_fleet.scaling.physics import Profile
 from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Counts, Fleet, Policy
+from tts_fleet.scaling.pools import PoolEvent, PoolObservation, PoolTarget
 from tts_fleet.sim.model import PolicySetup
 
 # An asynchronous Lambda invocation from `tts-fleet submit` starts within about a second.
@@ -44,6 +45,7 @@ class View:
     running: int  # ECS runningCount
     pending: int  # ECS pendingCount
     desired: int  # the service's desired count now
+    pools: tuple[PoolObservation, ...] = ()  # with capacity pools: each pool's service
 
 
 class Scaler(Protocol):
@@ -91,13 +93,17 @@ class PolicyScaler:
         self.visible_only = visible_only
         self.woken_by_submit = woken_by_submit
         self.reason = ""  # the last decision's reason (controller mode)
+        # With capacity pools: the last decision's count per pool and availability changes.
+        self.targets: tuple[PoolTarget, ...] = ()
+        self.pool_events: tuple[PoolEvent, ...] = ()
 
     def observe(self, now: float, visible: int, in_flight: int) -> None:
         self.policy.observe(now, Counts(visible, 0 if self.visible_only else in_flight))
 
     def decide(self, view: View) -> int:
-        decision = self.policy.decide(view.now, Fleet(view.running, view.pending))
+        decision = self.policy.decide(view.now, Fleet(view.running, view.pending, view.pools))
         self.reason = decision.reason
+        self.targets, self.pool_events = decision.pools, decision.events
         return decision.desired
 
     def quiet(self) -> bool:
@@ -352,13 +358,18 @@ def _on_grid(now: float, step: float) -> bool:
 
 def make_scaler(policy: PolicySetup, profile: Profile) -> Scaler:
     mode = policy.mode
+    if policy.pools and mode != "controller":
+        # Only the controller places workers across pools; the alarms set one service.
+        raise ValueError(f"capacity pools need the controller mode, not {mode!r}")
     if mode in ("alarms", "seed"):
         alarms = AlarmsPolicy(
             policy.scaling, lag_s=profile.metric_lag_s, cooldown_s=POLICY_COOLDOWN_S
         )
         return PolicyScaler(alarms, visible_only=mode == "seed")
     if mode == "controller":
-        controller = ControllerPolicy(controller_params(policy, profile))
+        controller = ControllerPolicy(
+            controller_params(policy, profile), pools=policy.pools, placement=policy.placement
+        )
         return PolicyScaler(controller, woken_by_submit=True)
     if mode == "keda":
         return KedaScaler(policy)

@@ -193,6 +193,25 @@ def test_spot_interruptions_past_the_rate_move_demand_to_the_next_pool(pooled: P
     assert pooled.pool_lines()["spot"]["cause"] == INTERRUPTIONS
 
 
+def test_an_interruption_seen_at_every_sample_counts_once(pooled: Pooled) -> None:
+    """ECS lists a stopped task for an hour: each sample sees the same two interruptions,
+    which stay two (three would be the rate), however many invocations read them."""
+    pooled.stack.send(20)
+    service = pooled.ecs.services[SPOT.service]
+    service.desired = service.running = 2
+    interrupt(pooled, 600)
+    interrupt(pooled, 300)
+    for _ in range(4):
+        pooled.invoke()
+        pooled.stack.clock.now += 60
+    assert pooled.desired() == {SPOT.service: 5, ON_DEMAND.service: 0}
+    assert pooled.pool_lines()["spot"][POOL_UNAVAILABLE] == 0
+    assert pooled.stack.stored()["pools"][0]["interruptions"] == [
+        pooled.now - 4 * 60 - 600,
+        pooled.now - 4 * 60 - 300,
+    ]
+
+
 def test_a_pool_comes_back_after_its_cooldown(pooled: Pooled) -> None:
     pooled.stack.send(20)
     spot_starting(pooled, age_s=PLACEMENT.provisioning_timeout_s + 1)

@@ -180,6 +180,6 @@ def test_placement_comes_from_the_gpu_section() -> None:
         {"gpu": {"provisioningTimeoutSeconds": 120, "poolCooldownSeconds": 1800}}
     )
     assert cfg.placement() == PlacementParams(provisioning_timeout_s=120.0, cooldown_s=1800.0)
-    assert problems({"gpu": {"provisioningTimeoutSeconds": 30}}) == [
-        "tts-fleet:gpu.provisioningTimeoutSeconds: must be >= 60 (got 30)"
+    assert problems({"gpu": {"provisioningTimeoutSeconds": 29}}) == [
+        "tts-fleet:gpu.provisioningTimeoutSeconds: must be >= 30 (got 29)"
     ]

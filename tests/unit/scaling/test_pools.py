@@ -20,6 +20,7 @@ from tts_fleet.scaling.pools import (
     PoolSpec,
     PoolState,
     fill_order,
+    launches_after,
     place,
 )
 
@@ -223,3 +224,21 @@ def test_a_bad_pool_state_is_rejected_naming_the_field(pools: object, problem: s
     with pytest.raises(InvalidState, match=None) as raised:
         ControllerState.from_json({"updated": 300.0, "pools": pools}, now=300.0)
     assert problem in str(raised.value)
+
+
+def test_shrinking_stops_a_launch_not_yet_serving_before_a_running_worker() -> None:
+    # The dear pool's worker serves; the cheap pool's is still booting: the boot goes.
+    booting = by_name(seen("od", 1, 1), seen("spot", 1, 0, 1))
+    assert place(POOLS, PARAMS, (), booting, 1, now=0.0).desired() == {"od": 1, "spot": 0}
+
+
+def test_launches_stopped_by_a_cut_are_forgotten_and_their_replacements_start_now() -> None:
+    stuck = by_name(seen("spot", 3, 1, 2, oldest=400.0), seen("od", 1, 0, 1))
+    placed = place(POOLS, PARAMS, (), stuck, 4, now=1000.0)
+    assert placed.desired() == {"od": 3, "spot": 1}
+    # Pending: spot's two (asked at 500 and 600, the oldest) and od's one (asked at 990).
+    assert launches_after(placed, stuck, (500.0, 600.0, 990.0), 1000.0) == (
+        990.0,
+        1000.0,
+        1000.0,
+    )
