@@ -63,7 +63,7 @@ MAX_PROVISIONING_TIMEOUT_SECONDS = 3600
 MAX_POOL_COOLDOWN_SECONDS = 86_400
 # At most this many pools: the controller's safety net alarm reads the queue and each pool's
 # desired count in one metric math alarm, and CloudWatch evaluates at most 10 metrics per alarm.
-# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Create-alarm-on-metric-math-expression.html
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html (a hard limit)
 MAX_POOLS = 9
 # A pool's name is part of its resource and ECS service names: short, lowercase, no dots.
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
