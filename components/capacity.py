@@ -212,8 +212,9 @@ class GpuCapacity(pulumi.ComponentResource):
                 "cluster_name": self.cluster_name,
                 "cluster_arn": self.cluster_arn,
                 "capacity_provider_name": self.capacity_provider_name,
-                "capacity_provider_names": self.capacity_provider_names,
                 "security_group_id": self.security_group_id,
+                # Only with gpu.pools: a stack without them registers what it always did.
+                **({"capacity_provider_names": ready_names} if ready_names else {}),
             }
         )
 

@@ -151,8 +151,9 @@ class WorkerService(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "service_name": self.service_name,
-                "service_names": self.service_names,
                 "log_group_name": self.log_group_name,
+                # Only with gpu.pools: a stack without them registers what it always did.
+                **({"service_names": self.service_names} if pools else {}),
             }
         )
 
