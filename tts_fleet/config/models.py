@@ -397,9 +397,11 @@ class GpuConfig(_Section):
     pools: tuple[PoolConfig, ...] = Field(
         (),
         description=(
-            "Capacity pools in order of preference (at most 9), each one capacity provider with"
-            " its own ECS service (docs/deploy.md#capacity-pools). Empty: one pool from"
-            " capacityType and allowedInstanceTypes."
+            "Capacity pools (at most 9), each one capacity provider with its own ECS service;"
+            " the controller fills reserved pools first, then the cheapest, the listed order"
+            " breaking ties; the first is the one Application Auto Scaling drives"
+            " (docs/deploy.md#capacity-pools). Empty: one pool from capacityType and"
+            " allowedInstanceTypes."
         ),
     )
     provisioning_timeout_seconds: int = Field(
