@@ -12,6 +12,8 @@ from components.platform import Platform, PlatformArgs
 from components.stack_config import load_stack_config
 from tts_fleet.config import outputs
 from tts_fleet.config.models import ConfigError
+from tts_fleet.cost.pools import pool_specs
+from tts_fleet.cost.report import BASE_REGION
 
 PROJECT = "tts-fleet"
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
@@ -30,7 +32,14 @@ except ConfigError as error:
 provider = aws.Provider("aws", **provider_args(stack, PROJECT))
 platform = Platform(
     PROJECT,
-    PlatformArgs(config=config, stack=stack, worker_dir=str(WORKER_DIR)),
+    PlatformArgs(
+        config=config,
+        stack=stack,
+        worker_dir=str(WORKER_DIR),
+        # What a worker of each pool costs an hour, priced in the stack's region; the
+        # components cannot read the cost tables themselves.
+        pools=pool_specs(config, pulumi.Config("aws").get("region") or BASE_REGION),
+    ),
     opts=pulumi.ResourceOptions(providers=[provider]),
 )
 

@@ -22,8 +22,11 @@ permission is in components/service.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_aws as aws
+from pydantic import Field
 
 from components.args import ComponentArgs, StrInput
 from tts_fleet.config.models import ScalingConfig
@@ -50,6 +53,11 @@ TARGET_TYPE = "tts-fleet:autoscaling:QueueAutoscaling"
 MetricQuery = aws.cloudwatch.MetricAlarmMetricQueryArgsDict
 Step = aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgsDict
 STRANDED = "IF(visible >= 1 AND FILL(running, 0) == 0 AND FILL(desired, 0) == 0, 1, 0)"
+# With capacity pools: jobs visible while no pool's service wants a task. Desired alone, one
+# metric a pool, so the alarm's metric math stays inside CloudWatch's 10 metrics per alarm
+# (tts_fleet/config/models.py MAX_POOLS); a wanted task covers a running one, as the
+# controller never sets a pool below its running tasks while work waits.
+POOLED_STRANDED = "IF(visible >= 1 AND ({wanted}) == 0, 1, 0)"
 
 
 class ScalableTargetArgs(ComponentArgs):
@@ -128,6 +136,46 @@ def stranded_queries(
     ]  # fmt: skip
 
 
+def pooled_stranded_queries(
+    queue_name: pulumi.Input[str],
+    cluster_name: pulumi.Input[str],
+    service_names: Sequence[pulumi.Input[str]],
+) -> list[MetricQuery]:
+    """Metric math with capacity pools: 1 while jobs are visible and no pool's service wants a
+    task, else 0 (a pool the controller moved demand to keeps the net quiet)."""
+
+    def metric(query_id: str, namespace: str, name: str, dims: dict) -> MetricQuery:
+        return {
+            "id": query_id,
+            "return_data": False,
+            "metric": {
+                "namespace": namespace,
+                "metric_name": name,
+                "dimensions": dims,
+                "period": METRIC_PERIOD_SECONDS,
+                "stat": "Maximum",
+            },
+        }
+
+    wanted = [
+        metric(f"desired{i}", "ECS/ContainerInsights", "DesiredTaskCount",
+               {"ClusterName": cluster_name, "ServiceName": service})
+        for i, service in enumerate(service_names)
+    ]  # fmt: skip
+    total = " + ".join(f"FILL(desired{i}, 0)" for i in range(len(service_names)))
+    return [
+        metric("visible", "AWS/SQS", "ApproximateNumberOfMessagesVisible",
+               {"QueueName": queue_name}),
+        *wanted,
+        {
+            "id": "stranded",
+            "expression": POOLED_STRANDED.format(wanted=total),
+            "label": "Jobs waiting, no worker wanted in any pool",
+            "return_data": True,
+        },
+    ]  # fmt: skip
+
+
 def step_adjustments(plan: BandPlan) -> list[Step]:
     """`bands()` as StepScaling adjustments; bounds are strings in the provider schema."""
     steps: list[Step] = []
@@ -195,6 +243,9 @@ class ModeArgs(ComponentArgs):
     cluster_name: StrInput
     service_name: StrInput
     scaling: ScalingConfig
+    # Every pool's service (gpu.pools), in order, the first being `service_name`'s: the safety
+    # net watches them all. Empty without gpu.pools.
+    pool_service_names: list[StrInput] = Field(default_factory=list)
 
 
 def _on_target(
@@ -319,7 +370,11 @@ class SafetyNet(pulumi.ComponentResource):
             threshold=1,
             evaluation_periods=SAFETY_NET_MINUTES,
             datapoints_to_alarm=SAFETY_NET_MINUTES,
-            metric_queries=stranded_queries(args.queue_name, args.cluster_name, args.service_name),
+            metric_queries=(
+                pooled_stranded_queries(args.queue_name, args.cluster_name, args.pool_service_names)
+                if args.pool_service_names
+                else stranded_queries(args.queue_name, args.cluster_name, args.service_name)
+            ),
             # No queue data is no waiting work.
             treat_missing_data="notBreaching",
             alarm_actions=[policy.arn],

@@ -8,6 +8,11 @@ Creating a Managed Instances provider returns while it is still PROVISIONING, so
 `capacity_provider_name` is the output of a CapacityProviderReady waiter
 (components/capacity_ready.py): whatever takes the name (the service) starts once it is ACTIVE.
 
+One provider per capacity pool (`gpu.pools`, issue #22): a provider's purchase option cannot
+change after creation. Without `gpu.pools` the one provider keeps its name (`<name>-gpu`); with
+them each is `<name>-gpu-<pool>`, and the first pool's is aliased to the old name, so a stack
+moving to pools keeps its provider (replaced only if the purchase option changed).
+
 Managed Instances needs two roles: an infrastructure role ECS assumes to launch and terminate
 hosts, and an instance profile for the hosts' ECS agent. The AWS managed policies below are
 the ones the ECS developer guide names for Managed Instances; their ARNs (no `service-role/`
@@ -21,14 +26,17 @@ from typing import cast
 import pulumi
 import pulumi_aws as aws
 from pulumi_aws.ecs import (
+    CapacityProviderManagedInstancesProviderInstanceLaunchTemplateArgsDict as LaunchTemplate,
+)
+from pulumi_aws.ecs import (
     CapacityProviderManagedInstancesProviderInstanceLaunchTemplateInstanceRequirementsArgsDict as Requirements,  # noqa: E501
 )
 
 from components.args import ComponentArgs, StrInput
 from components.capacity_ready import CapacityProviderReady
 from components.iam import assume_role
-from tts_fleet.config.gpu import instance_requirements
-from tts_fleet.config.models import GpuConfig
+from tts_fleet.config.gpu import instance_requirements, pool_instance_requirements
+from tts_fleet.config.models import GpuConfig, Pool
 
 INFRASTRUCTURE_POLICY = "AmazonECSInfrastructureRolePolicyForManagedInstances"
 INSTANCE_POLICY = "AmazonECSInstanceRolePolicyForManagedInstances"
@@ -38,7 +46,12 @@ INSTANCE_ROLE_PREFIX = "ecsInstanceRole-"
 # Valid capacity_option_type values (pulumi-aws docs; mocks do not validate enums).
 ON_DEMAND = "ON_DEMAND"
 SPOT = "SPOT"
-CAPACITY_OPTION = {"on-demand": ON_DEMAND, "spot": SPOT}
+RESERVED = "RESERVED"
+CAPACITY_OPTION = {"on-demand": ON_DEMAND, "spot": SPOT, "reserved": RESERVED}
+# A reserved pool launches into its reservations only: a pool that silently bought On-Demand
+# (RESERVATIONS_FIRST) would hide its shortage from the controller, which falls back itself.
+# The group ARN may be set only with this preference (pulumi-aws CapacityReservationsArgs).
+RESERVATIONS_ONLY = "RESERVATIONS_ONLY"
 AUTO_REPAIR_ENABLED = "ENABLED"
 HTTPS = 443
 
@@ -53,12 +66,20 @@ def managed_instances_provider(
     infrastructure_role_arn: pulumi.Input[str],
     instance_profile_arn: pulumi.Input[str],
     security_group_id: pulumi.Input[str],
+    pool: Pool | None = None,
 ) -> aws.ecs.CapacityProviderManagedInstancesProviderArgsDict:
-    """The `managed_instances_provider` block: where, what and how long hosts live."""
+    """The `managed_instances_provider` block: where, what and how long hosts live. `pool`: one
+    of `gpu.pools`; None is the one pool of `gpu.capacityType` and `gpu.allowedInstanceTypes`."""
     # The requirements are plain data from tts_fleet/config/gpu.py (no pulumi there), in the
     # provider's shape; tests/unit/components/test_capacity.py checks them against its schema.
-    requirements = cast(Requirements, instance_requirements(args.gpu))
-    return {
+    requirements = cast(
+        Requirements,
+        instance_requirements(args.gpu)
+        if pool is None
+        else pool_instance_requirements(args.gpu, pool.allowed_instance_types),
+    )
+    capacity_type = args.gpu.capacity_type if pool is None else pool.capacity_type
+    provider: aws.ecs.CapacityProviderManagedInstancesProviderArgsDict = {
         "infrastructure_role_arn": infrastructure_role_arn,
         "propagate_tags": "CAPACITY_PROVIDER",
         "auto_repair_configuration": {"actions_status": AUTO_REPAIR_ENABLED},
@@ -66,7 +87,7 @@ def managed_instances_provider(
         "infrastructure_optimization": {"scale_in_after": args.host_idle_seconds},
         "instance_launch_template": {
             "ec2_instance_profile_arn": instance_profile_arn,
-            "capacity_option_type": CAPACITY_OPTION[args.gpu.capacity_type],
+            "capacity_option_type": CAPACITY_OPTION[capacity_type],
             "network_configuration": {
                 "subnets": args.subnet_ids,
                 "security_groups": [security_group_id],
@@ -75,6 +96,13 @@ def managed_instances_provider(
             "instance_requirements": requirements,
         },
     }
+    if pool is not None and pool.capacity_type == "reserved":
+        template = cast(LaunchTemplate, provider["instance_launch_template"])  # the dict above
+        template["capacity_reservations"] = {
+            "reservation_group_arn": pool.capacity_reservation_group_arn,
+            "reservation_preference": RESERVATIONS_ONLY,
+        }
+    return provider
 
 
 class EndpointEgress(ComponentArgs):
@@ -126,12 +154,17 @@ class GpuCapacityArgs(ComponentArgs):
     partition: str | pulumi.Output[str] | None = None
     region: str | pulumi.Output[str] | None = None
     endpoints: EndpointEgress | None = None  # `network.mode: endpoints`: egress to them only
+    # `gpu.pools` resolved (StackConfig.pools()); empty: no gpu.pools, one provider as before.
+    pools: tuple[Pool, ...] = ()
 
 
 class GpuCapacity(pulumi.ComponentResource):
     cluster_name: pulumi.Output[str]
     cluster_arn: pulumi.Output[str]
-    capacity_provider_name: pulumi.Output[str]
+    capacity_provider_name: pulumi.Output[str]  # the first pool's
+    # Each pool's provider name once ACTIVE, by pool name in the stack's order (gpu.pools);
+    # empty without gpu.pools.
+    capacity_provider_names: dict[str, pulumi.Output[str]]
     security_group_id: pulumi.Output[str]
 
     def __init__(
@@ -159,25 +192,20 @@ class GpuCapacity(pulumi.ComponentResource):
         )
         region = args.region or aws.get_region_output(opts=invoke).region
         infrastructure_role, profile, grants = self._roles(name, partition)
-        # The provider must not start (or, on destroy, outlive) its roles' permissions:
-        # without them ECS can neither launch nor terminate the GPU hosts.
-        provider = aws.ecs.CapacityProvider(
-            f"{name}-gpu",
-            cluster=cluster.name,
-            managed_instances_provider=managed_instances_provider(
-                args, infrastructure_role.arn, profile.arn, sg.id
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=grants),
-        )
-        ready = CapacityProviderReady(
-            f"{name}-gpu-active",
-            name=provider.name,
-            cluster=cluster.name,
-            region=region,
-            opts=child,
-        )
+        roles = (infrastructure_role.arn, profile.arn, sg.id)
+        ready_names = {
+            pool.name: self._pool_provider(
+                name, args, cluster, region, roles, grants, pool, first=i == 0
+            )
+            for i, pool in enumerate(args.pools)
+        }
+        self.capacity_provider_names = ready_names
         self.cluster_name, self.cluster_arn = cluster.name, cluster.arn
-        self.capacity_provider_name = ready.name
+        self.capacity_provider_name = (
+            next(iter(ready_names.values()))
+            if ready_names
+            else self._pool_provider(name, args, cluster, region, roles, grants, None, first=True)
+        )
         self.security_group_id = sg.id
         self.register_outputs(
             {
@@ -185,8 +213,48 @@ class GpuCapacity(pulumi.ComponentResource):
                 "cluster_arn": self.cluster_arn,
                 "capacity_provider_name": self.capacity_provider_name,
                 "security_group_id": self.security_group_id,
+                # Only with gpu.pools: a stack without them registers what it always did.
+                **({"capacity_provider_names": ready_names} if ready_names else {}),
             }
         )
+
+    def _pool_provider(
+        self,
+        name: str,
+        args: GpuCapacityArgs,
+        cluster: aws.ecs.Cluster,
+        region: pulumi.Input[str],
+        roles: tuple[pulumi.Output[str], pulumi.Output[str], pulumi.Output[str]],
+        grants: list[pulumi.Resource],
+        pool: Pool | None,
+        first: bool,
+    ) -> pulumi.Output[str]:
+        """One pool's provider and its ACTIVE waiter; the waiter's name output."""
+        base = f"{name}-gpu" if pool is None else f"{name}-gpu-{pool.name}"
+        # The first of gpu.pools takes over the provider a stack without pools had.
+        moved = pool is not None and first
+        # The provider must not start (or, on destroy, outlive) its roles' permissions:
+        # without them ECS can neither launch nor terminate the GPU hosts.
+        provider = aws.ecs.CapacityProvider(
+            base,
+            cluster=cluster.name,
+            managed_instances_provider=managed_instances_provider(args, *roles, pool=pool),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=grants,
+                aliases=[pulumi.Alias(name=f"{name}-gpu")] if moved else None,
+            ),
+        )
+        ready = CapacityProviderReady(
+            f"{base}-active",
+            name=provider.name,
+            cluster=cluster.name,
+            region=region,
+            opts=pulumi.ResourceOptions(
+                parent=self, aliases=[pulumi.Alias(name=f"{name}-gpu-active")] if moved else None
+            ),
+        )
+        return ready.name
 
     def _roles(
         self, name: str, partition: pulumi.Output[str]

@@ -16,15 +16,22 @@ day: cents a month.
 IAM is scoped to this queue (GetQueueAttributes), this service (DescribeServices,
 UpdateService), the state object and the function's log group. DescribeScalableTargets has
 no resource-level permissions, so it alone is on `*`; it reads min/max, nothing else.
+
+With capacity pools (`gpu.pools`, issue #22) the function sizes exactly the pools' services,
+and reads their tasks (ListTasks on this cluster only, DescribeTasks on its tasks) to see a
+task waiting for capacity or taken by Spot; its environment lists the pools
+(TTS_FLEET_POOLS, TTS_FLEET_PLACEMENT).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
+from pydantic import Field, model_validator
 
 import tts_fleet
 from components.args import ComponentArgs, StrInput
@@ -32,6 +39,7 @@ from components.iam import trust_policy
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
 from tts_fleet.scaling.controller import ControllerParams
+from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 
 RUNTIME = "python3.12"
 # Sampling stops after 50 s (settings.SAMPLING_BUDGET_S); the rest is for the last calls.
@@ -79,8 +87,33 @@ def code_archive(root: Path | None = None) -> pulumi.AssetArchive:
     return pulumi.AssetArchive(assets)
 
 
-def function_policy(queue_arn: str, service: str, bucket_arn: str, log_group_arn: str) -> dict:
-    """The function's role: read this queue, read and size this service, keep its state."""
+def task_arns(cluster_arn: str, cluster: str) -> str:
+    """Every task of this cluster: `arn:<partition>:ecs:<region>:<account>:task/<cluster>/*`."""
+    _, partition, _, region, account = cluster_arn.split(":")[:5]
+    return f"arn:{partition}:ecs:{region}:{account}:task/{cluster}/*"
+
+
+def pool_task_statements(cluster_arn: str, cluster: str) -> list[dict]:
+    """With pools: read the cluster's tasks. ListTasks names no task, so it is scoped by the
+    `ecs:cluster` condition key; DescribeTasks takes the cluster's task ARNs (Service
+    Authorization Reference, Amazon ECS)."""
+    return [
+        {"Sid": "ListPoolTasks", "Effect": "Allow", "Action": "ecs:ListTasks", "Resource": "*",
+         "Condition": {"ArnEquals": {"ecs:cluster": cluster_arn}}},
+        {"Sid": "ReadPoolTasks", "Effect": "Allow", "Action": "ecs:DescribeTasks",
+         "Resource": task_arns(cluster_arn, cluster)},
+    ]  # fmt: skip
+
+
+def function_policy(
+    queue_arn: str,
+    service: str | list[str],
+    bucket_arn: str,
+    log_group_arn: str,
+    extra: list[dict] | None = None,
+) -> dict:
+    """The function's role: read this queue, read and size this service (or each pool's),
+    keep its state; `extra`: the pools' task statements."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -88,6 +121,7 @@ def function_policy(queue_arn: str, service: str, bucket_arn: str, log_group_arn
              "Resource": queue_arn},
             {"Sid": "SizeService", "Effect": "Allow",
              "Action": ["ecs:DescribeServices", "ecs:UpdateService"], "Resource": service},
+            *(extra or []),
             # No resource-level permissions exist for Describe* in Application Auto Scaling.
             {"Sid": "ReadTargetBounds", "Effect": "Allow",
              "Action": "application-autoscaling:DescribeScalableTargets", "Resource": "*"},
@@ -150,6 +184,31 @@ def dashboard_widget(stack: str) -> tuple[str, list[list], str]:
     return "Scaling controller: its decisions, 10-s samples", lines, "Maximum"
 
 
+def pool_service_names(args: ScalingControllerArgs) -> list[StrInput]:
+    """Each pool's service name, in the pools' order."""
+    return [args.pool_services[pool.name] for pool in args.pools]
+
+
+def pools_with_services(pools: tuple[PoolSpec, ...], names: list[str]) -> tuple[PoolSpec, ...]:
+    """The one place the controller's pools get their ECS service names (resolved, in the
+    pools' order) before they go into its environment."""
+    return tuple(replace(pool, service=name) for pool, name in zip(pools, names, strict=True))
+
+
+def pool_dashboard_widget(stack: str, pools: tuple[PoolSpec, ...]) -> tuple[str, list[list], str]:
+    """(title, metrics, stat) of the graph of the controller's placement per pool: each pool's
+    desired count and whether it is unavailable (its EMF lines with the Pool dimension)."""
+    lines: list[list] = []
+    for pool in pools:
+        mine = (metrics.STACK_DIMENSION, stack, metrics.POOL_DIMENSION, pool.name)
+        lines += [
+            [metrics.NAMESPACE, metrics.POOL_DESIRED, *mine, {"label": f"{pool.name} desired"}],
+            [metrics.NAMESPACE, metrics.POOL_UNAVAILABLE, *mine,
+             {"label": f"{pool.name} unavailable (1)", "yAxis": "right"}],
+        ]  # fmt: skip
+    return "Scaling controller per pool: desired, and unavailable after a failure", lines, "Maximum"
+
+
 class ScalingControllerArgs(ComponentArgs):
     stack: str
     function_name: str
@@ -161,6 +220,19 @@ class ScalingControllerArgs(ComponentArgs):
     service_name: StrInput
     bucket_name: StrInput
     bucket_arn: StrInput
+    # Capacity pools (gpu.pools), priced (tts_fleet/cost/pools.py::pool_specs) with `service`
+    # still "": each pool's service name comes from `pool_services` once the service exists.
+    # Empty: one service, `service_name`, and the environment and role of a stack before pools.
+    pools: tuple[PoolSpec, ...] = ()
+    pool_services: dict[str, StrInput] = Field(default_factory=dict)
+    placement: PlacementParams | None = None  # with pools
+
+    @model_validator(mode="after")
+    def _each_pool_has_a_service(self) -> ScalingControllerArgs:
+        missing = [pool.name for pool in self.pools if pool.name not in self.pool_services]
+        if missing or (self.pools and self.placement is None):
+            raise ValueError(f"pools without a service ({missing}) or without placement")
+        return self
 
 
 class ScalingController(pulumi.ComponentResource):
@@ -188,18 +260,8 @@ class ScalingController(pulumi.ComponentResource):
             assume_role_policy=pulumi.Output.json_dumps(trust_policy("lambda.amazonaws.com")),
             opts=child,
         )
-        service = pulumi.Output.all(args.cluster_arn, args.cluster_name, args.service_name).apply(
-            lambda values: service_arn(*values)
-        )
         grant = aws.iam.RolePolicy(
-            f"{name}-policy",
-            role=role.id,
-            policy=pulumi.Output.json_dumps(
-                pulumi.Output.all(args.queue_arn, service, args.bucket_arn, logs.arn).apply(
-                    lambda values: function_policy(*values)
-                )
-            ),
-            opts=child,
+            f"{name}-policy", role=role.id, policy=self._policy(args, logs), opts=child
         )
         function = self._function(name, args, role, [logs, grant])
         aws.lambda_.FunctionEventInvokeConfig(
@@ -224,6 +286,30 @@ class ScalingController(pulumi.ComponentResource):
             }
         )
 
+    @staticmethod
+    def _policy(args: ScalingControllerArgs, logs: aws.cloudwatch.LogGroup) -> pulumi.Output[str]:
+        place = (args.cluster_arn, args.cluster_name)
+        if not args.pools:
+            service = pulumi.Output.all(*place, args.service_name).apply(
+                lambda values: service_arn(values[0], values[1], values[2])
+            )
+            return pulumi.Output.json_dumps(
+                pulumi.Output.all(args.queue_arn, service, args.bucket_arn, logs.arn).apply(
+                    lambda values: function_policy(*values)
+                )
+            )
+        services = pulumi.Output.all(*place, *pool_service_names(args)).apply(
+            lambda values: [service_arn(values[0], values[1], name) for name in values[2:]]
+        )
+        tasks = pulumi.Output.all(*place).apply(
+            lambda values: pool_task_statements(values[0], values[1])
+        )
+        return pulumi.Output.json_dumps(
+            pulumi.Output.all(args.queue_arn, services, args.bucket_arn, logs.arn, tasks).apply(
+                lambda values: function_policy(*values)
+            )
+        )
+
     def _function(
         self,
         name: str,
@@ -232,7 +318,11 @@ class ScalingController(pulumi.ComponentResource):
         after: list[pulumi.Resource],
     ) -> aws.lambda_.Function:
         env = pulumi.Output.all(
-            args.queue_url, args.cluster_name, args.service_name, args.bucket_name
+            args.queue_url,
+            args.cluster_name,
+            args.service_name,
+            args.bucket_name,
+            *pool_service_names(args),
         ).apply(
             lambda values: Settings(
                 queue_url=values[0],
@@ -241,6 +331,8 @@ class ScalingController(pulumi.ComponentResource):
                 bucket=values[3],
                 stack=args.stack,
                 params=args.params,
+                pools=pools_with_services(args.pools, values[4:]),
+                placement=args.placement,
             ).to_env()
         )
         return aws.lambda_.Function(

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+from pydantic import Field
 
 from components.args import ComponentArgs, StrInput
+from components.controller import pools_with_services
 from components.iam import deny_insecure_transport
 from tts_fleet.config.models import AlertsConfig
 from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.bands import OUTSTANDING_EXPRESSION
+from tts_fleet.scaling.pools import PoolSpec
 from worker.metrics import (
     AUDIO_SECONDS,
     JOBS_COMPLETED,
@@ -65,11 +69,17 @@ class ObservabilityArgs(ComponentArgs):
     alerts: AlertsConfig
     # What the scaling mode adds to the dashboard (controller mode: its decisions), or None.
     scaling_widget: Widget | None = None
+    # Controller mode with gpu.pools: its placement per pool, or None.
+    pool_scaling_widget: Widget | None = None
     # The stack's account and partition as Platform looked them up once (else looked up here).
     account_id: StrInput | None = None
     partition: StrInput | None = None
     # The scaling controller's function (scaling.mode: controller), or None.
     controller_function_name: StrInput | None = None
+    # Capacity pools (gpu.pools), priced, and each one's service: a workers and a cost graph
+    # per pool. Empty without gpu.pools.
+    pools: tuple[PoolSpec, ...] = ()
+    pool_services: dict[str, StrInput] = Field(default_factory=dict)
 
 
 def dashboard_name(stack: str, region: str) -> str:
@@ -104,6 +114,34 @@ def _widget(index: int, title: str, metrics: list[list[Any]], *, stat: str, regi
     }
 
 
+def pool_widgets(cluster: str, pools: Sequence[PoolSpec]) -> list[Widget]:
+    """With capacity pools: each pool's running workers (its service's tasks, Container
+    Insights), and what they cost an hour at the pool's price (running × usd_per_hour, the
+    price the controller orders pools by)."""
+    if not pools:
+        return []
+    ecs = "ECS/ContainerInsights"
+    running = [
+        [ecs, "RunningTaskCount", "ClusterName", cluster, "ServiceName", pool.service,
+         {"label": f"{pool.name} ({pool.capacity_type})", "id": f"w{i}"}]
+        for i, pool in enumerate(pools)
+    ]  # fmt: skip
+    cost: list[list[Any]] = []
+    for i, pool in enumerate(pools):
+        cost.append(
+            [{"expression": f"FILL(r{i}, 0) * {pool.usd_per_hour}",
+              "label": f"{pool.name} at ${pool.usd_per_hour:.4f}/h a worker", "id": f"c{i}"}]
+        )  # fmt: skip
+        cost.append(
+            [ecs, "RunningTaskCount", "ClusterName", cluster, "ServiceName", pool.service,
+             {"id": f"r{i}", "visible": False}]
+        )  # fmt: skip
+    return [
+        ("Workers per pool (running tasks)", running, "Maximum"),
+        ("Cost per pool, USD per hour (running × the pool's price)", cost, "Maximum"),
+    ]
+
+
 def dashboard_body(
     region: str,
     queue: str,
@@ -112,6 +150,8 @@ def dashboard_body(
     service: str,
     stack: str,
     scaling_widget: Widget | None = None,
+    pools: Sequence[PoolSpec] = (),
+    pool_scaling_widget: Widget | None = None,
 ) -> str:
     """The dashboard JSON: backlog, fleet size, throughput, latency and failures.
 
@@ -153,6 +193,8 @@ def dashboard_body(
     ]  # fmt: skip
     if scaling_widget is not None:  # e.g. what the controller decided, beside what ECS ran
         widgets.insert(2, scaling_widget)
+    extra = [] if pool_scaling_widget is None else [pool_scaling_widget]
+    widgets[2:2] = pool_widgets(cluster, pools) + extra
     return json.dumps(
         {
             "widgets": [
@@ -316,10 +358,23 @@ class Observability(pulumi.ComponentResource):
             f"{name}-dashboard",
             dashboard_name=board_name,
             dashboard_body=pulumi.Output.all(
-                args.region, args.queue_name, args.dlq_name, args.cluster_name, args.service_name
+                args.region,
+                args.queue_name,
+                args.dlq_name,
+                args.cluster_name,
+                args.service_name,
+                *[args.pool_services[pool.name] for pool in args.pools],
             ).apply(
                 lambda v: dashboard_body(
-                    v[0], v[1], v[2], v[3], v[4], args.stack, args.scaling_widget
+                    v[0],
+                    v[1],
+                    v[2],
+                    v[3],
+                    v[4],
+                    args.stack,
+                    args.scaling_widget,
+                    pools_with_services(args.pools, v[5:]),
+                    args.pool_scaling_widget,
                 )
             ),
             opts=child,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pulumi
 import pulumi_aws as aws
+from pydantic import model_validator
 
 from components.args import ComponentArgs
 from components.autoscaling import (
@@ -24,6 +25,7 @@ from components.controller import (
     ScalingController,
     ScalingControllerArgs,
     function_name,
+    pool_dashboard_widget,
 )
 from components.controller import dashboard_widget as controller_widget
 from components.image import WorkerImage, WorkerImageArgs
@@ -35,12 +37,25 @@ from components.service import WorkerService, WorkerServiceArgs
 from components.storage import BucketWriters, BucketWritersArgs, OutputBucket, OutputBucketArgs
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
+from tts_fleet.scaling.pools import PoolSpec
 
 
 class PlatformArgs(ComponentArgs):
     config: StackConfig
     stack: str
     worker_dir: str
+    # The stack's pools priced from the cost tables (tts_fleet/cost/pools.py::pool_specs, which
+    # components may not import: __main__.py passes them), for the controller's environment and
+    # the dashboard. Used with gpu.pools only, where their names must be config.pools()'s.
+    pools: tuple[PoolSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _pools_are_the_configs(self) -> PlatformArgs:
+        if self.config.gpu.pools:
+            want = [pool.name for pool in self.config.pools()]
+            if [pool.name for pool in self.pools] != want:
+                raise ValueError(f"pools must be the priced gpu.pools {want}: pool_specs(config)")
+        return self
 
 
 class Platform(pulumi.ComponentResource):
@@ -70,6 +85,9 @@ class Platform(pulumi.ComponentResource):
     ) -> None:
         super().__init__("tts-fleet:platform:Platform", name, None, opts)
         cfg, child = args.config, pulumi.ResourceOptions(parent=self)
+        # gpu.pools, resolved and priced; both empty without gpu.pools (one pool, as before).
+        explicit = cfg.pools() if cfg.gpu.pools else ()
+        priced = args.pools if cfg.gpu.pools else ()
         # The provider's region (`aws:region`), partition and account, looked up once here for
         # every component that needs them.
         invoke = pulumi.InvokeOutputOptions(parent=self)
@@ -129,6 +147,7 @@ class Platform(pulumi.ComponentResource):
                 partition=partition,
                 region=region,
                 endpoints=endpoint_egress(network),
+                pools=explicit,
             ),
             opts=child,
         )
@@ -152,10 +171,12 @@ class Platform(pulumi.ComponentResource):
             cluster_name=capacity.cluster_name,
             service_name=service.service_name,
             scaling=cfg.scaling,
+            pool_service_names=list(service.service_names.values()),
         )
         # The mode, chosen once: the step policy and its alarms, or the controller function
         # with its safety net and its graph on the dashboard.
         scaling_widget: Widget | None = None
+        pool_scaling_widget: Widget | None = None
         self.controller_function_arn = controller_role_arn = None
         on_it = pulumi.ResourceOptions(parent=target)
         if controller_name is None:
@@ -175,6 +196,9 @@ class Platform(pulumi.ComponentResource):
                     service_name=service.service_name,
                     bucket_name=bucket.bucket_name,
                     bucket_arn=bucket.bucket_arn,
+                    pools=priced,
+                    pool_services=service.service_names,
+                    placement=cfg.placement() if priced else None,
                 ),
                 # After the scalable target: the function reads its bounds.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[target]),
@@ -182,6 +206,8 @@ class Platform(pulumi.ComponentResource):
             self.controller_function_arn = controller.function_arn
             controller_role_arn = controller.role_arn
             scaling_widget = controller_widget(args.stack)
+            if priced:
+                pool_scaling_widget = pool_dashboard_widget(args.stack, priced)
         # After both writers' roles: each role's policy names the bucket, its policy names them.
         BucketWriters(
             f"{name}-outputs-writers",
@@ -207,6 +233,9 @@ class Platform(pulumi.ComponentResource):
                 account_id=account_id,
                 partition=partition,
                 controller_function_name=controller_name,
+                pools=priced,
+                pool_services=service.service_names,
+                pool_scaling_widget=pool_scaling_widget,
             ),
             opts=child,
         )
@@ -299,4 +328,5 @@ def worker_service_args(
         bucket_name=bucket.bucket_name,
         bucket_arn=bucket.bucket_arn,
         region=region,
+        pool_providers=capacity.capacity_provider_names,
     )

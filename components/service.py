@@ -10,6 +10,12 @@ the service's capacity provider strategy changes, and the ECS provider under pul
 refuses that update without it ("force_new_deployment should be true when
 capacity_provider_strategy is being updated"). It starts a deployment only when the service
 is updated, which a new task definition does anyway.
+
+One service per capacity pool (`gpu.pools`, issue #22), each with its own pool's provider and
+the same task definition, network and roles: a strategy cannot be changed without a new
+deployment, so the controller steers pools by each service's desired count. Without
+`gpu.pools` the one service keeps its name (`<name>-service`); with them each is
+`<name>-service-<pool>`, the first aliased to the old name so its running tasks carry on.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import pulumi
 import pulumi_aws as aws
 from pydantic import Field
 
-from components.args import ComponentArgs
+from components.args import ComponentArgs, StrInput
 from components.iam import same_account_condition, trust_policy
 from components.service_policies import (
     CONTAINER_NAME,
@@ -87,10 +93,15 @@ class WorkerServiceArgs(ComponentArgs):
     bucket_name: str | pulumi.Output[str]
     bucket_arn: str | pulumi.Output[str]
     region: str | pulumi.Output[str]  # the stack's, resolved once by Platform
+    # Each pool's capacity provider by pool name, in the stack's order (gpu.pools); empty: one
+    # service on `capacity_provider_name`, as before pools.
+    pool_providers: dict[str, StrInput] = Field(default_factory=dict)
 
 
 class WorkerService(pulumi.ComponentResource):
-    service_name: pulumi.Output[str]
+    service_name: pulumi.Output[str]  # the first pool's
+    # Each pool's service name by pool name, in the stack's order; empty without gpu.pools.
+    service_names: dict[str, pulumi.Output[str]]
     log_group_name: pulumi.Output[str]
     task_definition_arn: pulumi.Output[str]
     task_role_arn: pulumi.Output[str]
@@ -124,13 +135,46 @@ class WorkerService(pulumi.ComponentResource):
             container_definitions=self._containers(args, logs.name),
             opts=child,
         )
+        pools = list(args.pool_providers.items())
+        self.service_names = {
+            pool: self._service(name, args, task_definition, provider, pool, first=i == 0)
+            for i, (pool, provider) in enumerate(pools)
+        }
+        self.service_name = (
+            next(iter(self.service_names.values()))
+            if pools
+            else self._service(name, args, task_definition, args.capacity_provider_name)
+        )
+        self.log_group_name = logs.name
+        self.task_definition_arn = task_definition.arn
+        self.task_role_arn = task_role.arn  # the one writer of outputs/ and failures/
+        self.register_outputs(
+            {
+                "service_name": self.service_name,
+                "log_group_name": self.log_group_name,
+                # Only with gpu.pools: a stack without them registers what it always did.
+                **({"service_names": self.service_names} if pools else {}),
+            }
+        )
+
+    def _service(
+        self,
+        name: str,
+        args: WorkerServiceArgs,
+        task_definition: aws.ecs.TaskDefinition,
+        capacity_provider: StrInput,
+        pool: str | None = None,
+        first: bool = True,
+    ) -> pulumi.Output[str]:
+        """One pool's service (None: the one service of a stack without gpu.pools)."""
+        moved = pool is not None and first  # takes over the service a stack without pools had
         service = aws.ecs.Service(
-            f"{name}-service",
+            f"{name}-service" if pool is None else f"{name}-service-{pool}",
             cluster=args.cluster_arn,
             task_definition=task_definition.arn,
             desired_count=0,
             capacity_provider_strategies=[
-                {"capacity_provider": args.capacity_provider_name, "weight": 1, "base": 0}
+                {"capacity_provider": capacity_provider, "weight": 1, "base": 0}
             ],
             network_configuration={
                 "subnets": args.subnet_ids,
@@ -142,15 +186,13 @@ class WorkerService(pulumi.ComponentResource):
             enable_ecs_managed_tags=True,
             force_new_deployment=True,
             # The scaling mode owns desiredCount; `pulumi up` must not reset a busy fleet to 0.
-            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["desiredCount"]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                ignore_changes=["desiredCount"],
+                aliases=[pulumi.Alias(name=f"{name}-service")] if moved else None,
+            ),
         )
-        self.service_name = service.name
-        self.log_group_name = logs.name
-        self.task_definition_arn = task_definition.arn
-        self.task_role_arn = task_role.arn  # the one writer of outputs/ and failures/
-        self.register_outputs(
-            {"service_name": self.service_name, "log_group_name": self.log_group_name}
-        )
+        return service.name
 
     def _role(
         self, name: str, kind: str, policy: dict, cluster_arn: pulumi.Input[str]

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from tts_fleet.config.gpu import default_spot_types
+from tts_fleet.config.catalogue import default_spot_types
+from tts_fleet.scaling.pools import PlacementParams
 from worker.settings import DEFAULT_MODEL
 
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
@@ -55,6 +56,15 @@ _PTC_SECRET_ARN = re.compile(
 )
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a Hugging Face (git) commit, full length
+# How long a pool's task may wait for capacity, and a pool stay skipped, at most: an hour (ECS
+# retries a provisioning task about every 5 min) and a day (the controller's bound on input,
+# tts_fleet/controller/settings.py MAX_PLACEMENT_S).
+MAX_PROVISIONING_TIMEOUT_SECONDS = 3600
+MAX_POOL_COOLDOWN_SECONDS = 86_400
+# At most this many pools: the controller's safety net alarm reads the queue and each pool's
+# desired count in one metric math alarm, and CloudWatch evaluates at most 10 metrics per alarm.
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarm-limits.html (a hard limit)
+MAX_POOLS = 9
 # A pool's name is part of its resource and ECS service names: short, lowercase, no dots.
 _POOL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 # A Capacity Reservation resource group (the target of a RESERVED capacity provider).
@@ -384,24 +394,20 @@ class GpuConfig(_Section):
             "Pin instance types (e.g. `g6e.xlarge`) for an SLA; empty means any type that matches."
         ),
     )
-    storage_gib: int = Field(
-        100,
-        ge=30,
-        le=16_384,
-        description="Task volume size per host; it must hold the image and its baked weights.",
-    )
     pools: tuple[PoolConfig, ...] = Field(
         (),
         description=(
-            "Capacity pools in order of preference, each one capacity provider with its own ECS"
-            " service (docs/deploy.md#capacity-pools). Empty: one pool from capacityType and"
+            "Capacity pools (at most 9), each one capacity provider with its own ECS service;"
+            " the controller fills reserved pools first, then the cheapest, the listed order"
+            " breaking ties; the first is the one Application Auto Scaling drives"
+            " (docs/deploy.md#capacity-pools). Empty: one pool from capacityType and"
             " allowedInstanceTypes."
         ),
     )
     provisioning_timeout_seconds: int = Field(
         300,
         ge=30,
-        le=3600,
+        le=MAX_PROVISIONING_TIMEOUT_SECONDS,
         description=(
             "With gpu.pools: a pool whose oldest task has waited this long for capacity"
             " (PROVISIONING) is unavailable for poolCooldownSeconds; its demand moves to the"
@@ -411,33 +417,18 @@ class GpuConfig(_Section):
     pool_cooldown_seconds: int = Field(
         600,
         ge=60,
-        le=86_400,
+        le=MAX_POOL_COOLDOWN_SECONDS,
         description=(
             "With gpu.pools: how long a pool stays unavailable after a provisioning timeout,"
             " a placement failure or too many Spot interruptions (its running tasks stay)."
         ),
     )
-
-    def rule_problems(self) -> list[tuple[str, str]]:
-        problems: list[tuple[str, str]] = []
-        seen: dict[str, int] = {}
-        for i, pool in enumerate(self.pools):
-            if pool.name in seen:
-                problems.append(
-                    (f"pools[{i}].name", f"{pool.name!r} is already pools[{seen[pool.name]}].name")
-                )
-            seen.setdefault(pool.name, i)
-        # Each pool says its own purchase option and types; a gpu-level one beside them
-        # would be silently unused.
-        for key in ("capacity_type", "allowed_instance_types"):
-            if self.pools and key in self.model_fields_set:
-                problems.append(
-                    (
-                        to_camel(key),
-                        f"only used without gpu.pools (each pool has its own {to_camel(key)})",
-                    )
-                )
-        return problems
+    storage_gib: int = Field(
+        100,
+        ge=30,
+        le=16_384,
+        description="Task volume size per host; it must hold the image and its baked weights.",
+    )
 
 
 class QueueConfig(_Section):
@@ -714,10 +705,33 @@ class StackConfig(BaseModel):
         return []
 
     def _pool_problems(self) -> list[tuple[str, str]]:
-        """Each pool's bounds inside scaling's: no pool above the fleet's maximum, and the
+        """gpu.pools: at most MAX_POOLS, unique names, no gpu-level purchase keys beside them,
+        and each pool's bounds inside scaling's: no pool above the fleet's maximum, and the
         pools' floors together not above it either."""
-        top = self.scaling.max_workers
+        gpu, top = self.gpu, self.scaling.max_workers
         problems: list[tuple[str, str]] = []
+        if len(gpu.pools) > MAX_POOLS:
+            problems.append(("gpu.pools", f"at most {MAX_POOLS} pools (got {len(gpu.pools)})"))
+        seen: dict[str, int] = {}
+        for i, pool in enumerate(gpu.pools):
+            if pool.name in seen:
+                problems.append(
+                    (
+                        f"gpu.pools[{i}].name",
+                        f"{pool.name!r} is already pools[{seen[pool.name]}].name",
+                    )
+                )
+            seen.setdefault(pool.name, i)
+        # Each pool says its own purchase option and types; a gpu-level one beside them
+        # would be silently unused.
+        for key in ("capacity_type", "allowed_instance_types"):
+            if gpu.pools and key in gpu.model_fields_set:
+                problems.append(
+                    (
+                        f"gpu.{to_camel(key)}",
+                        f"only used without gpu.pools (each pool has its own {to_camel(key)})",
+                    )
+                )
         for i, pool in enumerate(self.gpu.pools):
             for key, value in (("minWorkers", pool.min_workers), ("maxWorkers", pool.max_workers)):
                 if value is not None and value > top:
@@ -737,6 +751,14 @@ class StackConfig(BaseModel):
                 )
             )
         return problems
+
+    def placement(self) -> PlacementParams:
+        """How the controller moves demand between pools (gpu.provisioningTimeoutSeconds,
+        gpu.poolCooldownSeconds)."""
+        return PlacementParams(
+            provisioning_timeout_s=float(self.gpu.provisioning_timeout_seconds),
+            cooldown_s=float(self.gpu.pool_cooldown_seconds),
+        )
 
     def pools(self) -> tuple[Pool, ...]:
         """The stack's capacity pools in order of preference, defaults applied. Without

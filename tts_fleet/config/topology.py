@@ -65,8 +65,16 @@ CONTROLLER_ALARM_METRICS = 3
 # The controller's EMF metrics (tts_fleet/controller/metrics.py METRIC_NAMES), one series each
 # under the Stack dimension, emitted every minute: billed as custom metrics all month.
 CONTROLLER_METRICS = 4
+# With gpu.pools, per pool and decision (tts_fleet/controller/metrics.py POOL_METRIC_NAMES).
+CONTROLLER_POOL_METRICS = 4
 # EventBridge Scheduler runs the controller once a minute (components/controller.py SCHEDULE).
 CONTROLLER_RUNS_PER_HOUR = 60
+
+
+def safety_net_metrics(cfg: StackConfig) -> int:
+    """Without pools: visible, running and desired; with gpu.pools: visible and each pool's
+    desired (components/autoscaling.py `pooled_stranded_queries`)."""
+    return 1 + len(cfg.gpu.pools) if cfg.gpu.pools else SAFETY_NET_METRICS
 
 
 def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
@@ -74,7 +82,7 @@ def alarms(cfg: StackConfig) -> tuple[Alarm, ...]:
     and the controller's own alarm in `controller` mode, and the two queue alarms either way."""
     if cfg.scaling.mode == "controller":
         scaling: tuple[Alarm, ...] = (
-            Alarm("safety-net", "autoscaling", SAFETY_NET_METRICS),
+            Alarm("safety-net", "autoscaling", safety_net_metrics(cfg)),
             Alarm("controller-failing", "observability", CONTROLLER_ALARM_METRICS),
         )
     else:
@@ -95,8 +103,10 @@ def controller_functions(cfg: StackConfig) -> int:
 
 
 def custom_metrics_always_on(cfg: StackConfig) -> int:
-    """Custom metrics emitted while the fleet is idle (the worker's only while it runs)."""
-    return CONTROLLER_METRICS * controller_functions(cfg)
+    """Custom metrics emitted while the fleet is idle (the worker's only while it runs): the
+    controller's, and with gpu.pools its per-pool series (Stack and Pool dimensions)."""
+    per_pool = CONTROLLER_POOL_METRICS * len(cfg.gpu.pools)
+    return (CONTROLLER_METRICS + per_pool) * controller_functions(cfg)
 
 
 def alarm_metrics(cfg: StackConfig, *, high_resolution: bool = False) -> int:

@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from tts_fleet.config import topology
-from tts_fleet.config.gpu import BY_NAME
+from tts_fleet.config.catalogue import BY_NAME
 from tts_fleet.config.models import Pool, StackConfig
 from tts_fleet.cost.spot import SpotTable, load_spot_prices
 from tts_fleet.scaling.physics import SEED_IMAGE_GB

@@ -10,12 +10,21 @@ from click.testing import CliRunner
 
 from tts_fleet.cli.main import cli
 from tts_fleet.config import topology
-from tts_fleet.config.gpu import BY_NAME
+from tts_fleet.config.catalogue import BY_NAME
 from tts_fleet.config.models import StackConfig
 from tts_fleet.config.stack_file import StackFile
 from tts_fleet.config.topology import INTERFACE_ENDPOINTS  # the set the Network component creates
-from tts_fleet.cost.report import CostError, cost_report, load_prices, pick_instance, rates_for
+from tts_fleet.cost.pools import pool_specs
+from tts_fleet.cost.report import (
+    CostError,
+    cost_report,
+    load_prices,
+    pick_instance,
+    pool_costs,
+    rates_for,
+)
 from tts_fleet.cost.spot import load_spot_prices
+from tts_fleet.cost.text import cost_table
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -170,3 +179,98 @@ def test_cost_report_is_typed_and_its_json_keeps_the_document_keys() -> None:
     }  # fmt: skip
     assert data["modes"]["nat"]["running"]["instance_type"] == nat.running.instance_type
     assert data["stack"] == "dev"
+
+
+# ---- capacity pools (issue #22): the fee per type, the Spot table, the cost per pool ----------
+
+
+def test_the_managed_instances_fee_is_the_published_cut_per_family() -> None:
+    """After 2026-07-01: G families -35 % and P families -60 % from about 12 % of On-Demand,
+    so 7.8 % and 4.8 % (Cost Explorer billed 7.80 % for g6.xlarge and g6e.xlarge)."""
+    table = load_prices()["instances"]
+    for name, row in table.items():
+        share = {"g": 0.078, "p": 0.048}[name[0]]
+        assert row["management_fee"] == pytest.approx(row["hourly"] * share, abs=5e-5), name
+    assert table["g6.xlarge"] == {"hourly": 0.8048, "management_fee": 0.0628}
+    assert table["p5.4xlarge"] == {"hourly": 6.88, "management_fee": 0.3302}
+
+
+def test_every_priced_type_has_a_shape_in_the_config_catalogue() -> None:
+    assert set(load_prices()["instances"]) <= set(BY_NAME)
+
+
+def test_the_spot_table_is_dated_sourced_and_sane() -> None:
+    table = load_spot_prices()
+    assert table.as_of == "2026-12-01" and not table.fallback
+    assert set(table.sources) == {"us-east-1", "ap-northeast-1", "interruption_band"}
+    for price in table.prices.values():
+        assert 0 < price.low_usd <= price.high_usd
+        # A Spot price above the On-Demand list price would be a typo.
+        assert price.high_usd < load_prices()["instances"][price.instance_type]["hourly"]
+    g6e = table.price("g6e.xlarge")
+    assert g6e is not None and (g6e.usd_per_hour, g6e.interruption_band) == (1.0565, "5-10")
+    tokyo = load_spot_prices("ap-northeast-1").price("g6.xlarge")
+    assert tokyo is not None and tokyo.usd_per_hour == 0.57
+    elsewhere = load_spot_prices("eu-west-1")
+    assert elsewhere.fallback and elsewhere.price("g6.xlarge") == table.price("g6.xlarge")
+
+
+POOLED = {
+    "gpu": {
+        "pools": [
+            {"name": "spot", "capacityType": "spot"},
+            {"name": "od", "capacityType": "on-demand", "maxWorkers": 2},
+            {
+                "name": "res",
+                "capacityType": "reserved",
+                "capacityReservationGroupArn": (
+                    "arn:aws:resource-groups:us-east-1:123456789012:group/tts"
+                ),
+                "allowedInstanceTypes": ["g6e.xlarge"],
+                "minWorkers": 1,
+            },
+        ]
+    }
+}
+
+
+def test_each_pool_is_priced_at_the_type_managed_instances_would_launch() -> None:
+    pools = pool_costs(StackConfig.from_raw(POOLED), load_prices())
+    assert [
+        (p.pool, p.instance_type, p.hourly_usd, p.management_fee_usd, p.usd_per_hour) for p in pools
+    ] == [
+        ("spot", "g6.xlarge", 0.375, 0.0628, 0.4378),  # the Spot table's middle + fee
+        ("od", "g6.xlarge", 0.8048, 0.0628, 0.8676),
+        ("res", "g6e.xlarge", 1.861, 0.1452, 2.0062),  # a reservation bills at On-Demand rates
+    ]
+    # The dearest a pool admits: the Spot pool's default set ends at g6e.xlarge.
+    assert (pools[0].dearest_type, pools[0].dearest_usd_per_hour) == ("g6e.xlarge", 1.2017)
+    assert [(p.min_workers, p.max_workers) for p in pools] == [(0, 4), (0, 2), (1, 4)]
+
+
+def test_pool_specs_carry_the_prices_and_the_services_named() -> None:
+    cfg = StackConfig.from_raw(POOLED)
+    specs = pool_specs(cfg, services={"spot": "svc-spot", "od": "svc-od"})
+    assert [(s.name, s.capacity_type, s.service, s.usd_per_hour) for s in specs] == [
+        ("spot", "spot", "svc-spot", 0.4378),
+        ("od", "on-demand", "svc-od", 0.8676),
+        ("res", "reserved", "", 2.0062),
+    ]
+    (only,) = pool_specs(StackConfig())
+    assert (only.name, only.capacity_type, only.usd_per_hour) == ("on-demand", "on-demand", 0.8676)
+
+
+def test_cost_itemises_each_pool() -> None:
+    report = cost_report(StackConfig.from_raw(POOLED))
+    lines = cost_table(report).splitlines()
+    start = lines.index(
+        "running, per worker-hour (instance + Managed Instances fee; Spot as of 2026-12-01):"
+    )
+    assert lines[start + 1 : start + 4] == [
+        "  spot (spot, 0-4 workers): g6.xlarge $0.3750 + $0.0628 = $0.4378;"
+        " up to $1.2017 (g6e.xlarge)",
+        "  od (on-demand, 0-2 workers): g6.xlarge $0.8048 + $0.0628 = $0.8676;"
+        " up to $7.2102 (p5.4xlarge)",
+        "  res (reserved, 1-4 workers): g6e.xlarge $1.8610 + $0.1452 = $2.0062",
+    ]
+    assert [p["pool"] for p in report.to_json()["pools"]] == ["spot", "od", "res"]
