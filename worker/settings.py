@@ -270,6 +270,9 @@ WEIGHTS_URI_ENV = "WEIGHTS_URI"
 WEIGHTS_DIR_ENV = "WEIGHTS_DIR"
 WEIGHTS_PREFIX = "weights/"
 WEIGHTS_MANIFEST = "weights.json"
+# vLLM's compile caches, saved and restored per model, revision and GPU type: the task role
+# reads and writes them with `worker.weights: s3`.
+CACHE_PREFIX = "cache/"
 # The task's data volume inside the container (on the host's NVMe with `gpu.localStorage`).
 DATA_DIR = "/data"
 WEIGHTS_DIR = f"{DATA_DIR}/weights"
