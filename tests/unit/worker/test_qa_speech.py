@@ -5,94 +5,35 @@ never passes is reported (and, with QA_ON_FAIL=fail, ends the job's rendering)."
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Callable
-
 import httpx
 import numpy as np
 import pytest
 
+from tests.lib.fake_worker import (
+    NO_END_OF_SPEECH,
+    Fault,
+    FaultyTts,
+    clean,
+    long_pause,
+    reading,
+    runaway,
+    truncate,
+)
 from worker.jobs import Job
 from worker.qa.checks import CODEC_FRAME_RATE, RUNAWAY, SILENCE, TOO_SHORT, expected_seconds
 from worker.qa.guard import Guard, seed_for
-from worker.speech import PCM_RATE, SpeechClient, TransientSpeechError, speech_pieces
+from worker.speech import SpeechClient, TransientSpeechError, speech_pieces
 
 SENTENCE = "The lighthouse keeper climbed the stairs every evening at dusk."
 JOB = Job(id="book-ch01", text=f"{SENTENCE} {SENTENCE} {SENTENCE}", format="pcm")
 
 
-def reading(seconds: float) -> np.ndarray:
-    """Word-like bursts of a 200-Hz tone, `seconds` long, as 16-bit samples."""
-    t = np.arange(round(seconds * PCM_RATE)) / PCM_RATE
-    on = (t % 0.5) < 0.4
-    return (on * 9000 * np.sin(2 * np.pi * 200 * t)).astype("<i2")
-
-
-Fault = Callable[[dict, np.ndarray], tuple[np.ndarray, int | None]]
-NO_END_OF_SPEECH = "no-eos"  # the server's own refusal of a runaway (a 500)
-
-
-def clean(body: dict, audio: np.ndarray) -> tuple[np.ndarray, int | None]:
-    return audio, None
-
-
-def runaway(body: dict, audio: np.ndarray) -> tuple[np.ndarray, int | None]:
-    """No end of speech: generation runs to the ceiling it was sent (else the server's own,
-    2,048 frames: Qwen3TTSAdapter's default max_new_tokens)."""
-    cap = body.get("max_new_tokens", 2048)
-    babble = np.tile(audio, 20)[: round(cap / CODEC_FRAME_RATE * PCM_RATE)]
-    return babble, cap
-
-
-def truncate(body: dict, audio: np.ndarray) -> tuple[np.ndarray, int | None]:
-    return audio[: audio.size // 4], None
-
-
-def long_pause(body: dict, audio: np.ndarray) -> tuple[np.ndarray, int | None]:
-    half = audio.size // 2
-    return np.concatenate([audio[:half], np.zeros(4 * PCM_RATE, "<i2"), audio[half:]]), None
-
-
-class Server:
-    """Answers /v1/audio/speech with a clean reading, or the fault scripted for its seed."""
-
-    def __init__(
-        self, faults: dict[int, Fault | str] | None = None, default: Fault = clean
-    ) -> None:
-        self.faults = faults or {}
-        self.default = default
-        self.bodies: list[dict] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        self.bodies.append(body)
-        audio = reading(expected_seconds(body["input"], body["speed"]))
-        fault = self.faults.get(body.get("seed", -1), self.default)
-        if isinstance(fault, str):  # NO_END_OF_SPEECH
-            cap = body["max_new_tokens"]
-            message = (
-                "Qwen3-TTS Base did not emit codec EOS before its token budget "
-                f"({cap}/{cap} codec tokens); the generated audio is incomplete."
-            )
-            return httpx.Response(500, json={"error": {"message": message}})
-        samples, frames = fault(body, audio)
-        if frames is None:
-            frames = math.ceil(samples.size / PCM_RATE * body["speed"] * CODEC_FRAME_RATE)
-        headers = {"X-VLLM-OMNI-INPUT-TOKENS": "20", "X-VLLM-OMNI-OUTPUT-TOKENS": str(frames)}
-        return httpx.Response(200, content=samples.tobytes(), headers=headers)
-
-    def seeds(self) -> list[int]:
-        return [body["seed"] for body in self.bodies]
-
-
-def client(server: Server, guard: Guard | None, chunk_chars: int = 80) -> SpeechClient:
-    transport = httpx.MockTransport(server)
-    return SpeechClient("http://tts", chunk_chars=chunk_chars, transport=transport, guard=guard)
+def client(server: FaultyTts, guard: Guard | None, chunk_chars: int = 80) -> SpeechClient:
+    return server.client(guard, chunk_chars)
 
 
 def test_every_request_carries_a_seed_and_a_ceiling_from_its_text() -> None:
-    server = Server()
+    server = FaultyTts()
     speech = client(server, Guard()).synthesize(JOB)
     pieces = speech_pieces(JOB.text, 80)
     assert len(pieces) == len(server.bodies) == 3
@@ -110,7 +51,7 @@ def test_seeds_follow_the_job_and_the_attempt_so_a_redelivery_renders_the_same()
     assert seed_for("a", 0) == seed_for("a", 0)
     assert len({seed_for("a", 0), seed_for("a", 1), seed_for("b", 0)}) == 3
     assert all(0 <= seed_for("x", n) < 2**31 for n in range(5))
-    one, two = Server(), Server()
+    one, two = FaultyTts(), FaultyTts()
     client(one, Guard()).synthesize(JOB)
     client(two, Guard()).synthesize(JOB)
     assert one.bodies == two.bodies
@@ -121,7 +62,7 @@ def test_seeds_follow_the_job_and_the_attempt_so_a_redelivery_renders_the_same()
 )
 def test_a_bad_piece_is_rendered_again_with_the_next_seed(fault: Fault, check: str) -> None:
     first, second = seed_for(JOB.job_id, 0), seed_for(JOB.job_id, 1)
-    server = Server({first: fault})
+    server = FaultyTts({first: fault})
     job = Job(id=JOB.job_id, text=SENTENCE, format="pcm")
     speech = client(server, Guard()).synthesize(job)
     assert server.seeds() == [first, second]
@@ -138,7 +79,7 @@ def test_a_bad_piece_is_rendered_again_with_the_next_seed(fault: Fault, check: s
 
 
 def test_a_piece_that_never_passes_fails_the_job_and_stops_its_rendering() -> None:
-    server = Server(default=runaway)
+    server = FaultyTts(default=runaway)
     speech = client(server, Guard(retries=2)).synthesize(JOB)
     seeds = [seed_for(JOB.job_id, n) for n in range(3)]
     assert server.seeds() == seeds  # three attempts at the first piece, none at the rest
@@ -155,21 +96,21 @@ def test_a_piece_that_never_passes_fails_the_job_and_stops_its_rendering() -> No
 def test_keep_renders_every_piece_and_keeps_the_least_bad_attempt() -> None:
     seeds = [seed_for(JOB.job_id, n) for n in range(2)]
     # The first attempt runs away, the second only pauses too long: the second is kept.
-    server = Server({seeds[0]: runaway, seeds[1]: long_pause}, default=clean)
+    server = FaultyTts({seeds[0]: runaway, seeds[1]: long_pause}, default=clean)
     guard = Guard(retries=1, on_fail="keep")
     speech = client(server, guard).synthesize(Job(id=JOB.job_id, text=SENTENCE, format="pcm"))
     assert speech.qa is not None and not speech.qa.passed
     [piece] = speech.qa.pieces
     assert piece.failed == [f for f in piece.failed if f.startswith("silence: ")] != []
     assert speech.duration_s == pytest.approx(expected_seconds(SENTENCE) + 4, abs=0.01)
-    server = Server(default=runaway)
+    server = FaultyTts(default=runaway)
     speech = client(server, Guard(retries=1, on_fail="keep")).synthesize(JOB)
     assert len(server.bodies) == 6 and len(speech.qa.pieces) == 3  # type: ignore[union-attr]
 
 
 def test_a_runaway_the_server_refuses_is_rendered_again_not_retried_with_its_seed() -> None:
     first, second = seed_for(JOB.job_id, 0), seed_for(JOB.job_id, 1)
-    server = Server({first: NO_END_OF_SPEECH})
+    server = FaultyTts({first: NO_END_OF_SPEECH})
     speech = client(server, Guard()).synthesize(Job(id=JOB.job_id, text=SENTENCE, format="pcm"))
     assert server.seeds() == [first, second]
     assert speech.qa is not None and speech.qa.passed
@@ -179,7 +120,7 @@ def test_a_runaway_the_server_refuses_is_rendered_again_not_retried_with_its_see
 class Hears:
     """A recognizer that hears `heard[seed]` (the guard's input, not the thing under test)."""
 
-    def __init__(self, server: Server, heard: dict[int, str]) -> None:
+    def __init__(self, server: FaultyTts, heard: dict[int, str]) -> None:
         self.server, self.heard = server, heard
         self.calls = 0
 
@@ -191,7 +132,7 @@ class Hears:
 
 def test_asr_mode_renders_again_a_piece_heard_wrong_and_records_its_wer() -> None:
     first = seed_for(JOB.job_id, 0)
-    server = Server({seed_for(JOB.job_id, 2): runaway})
+    server = FaultyTts({seed_for(JOB.job_id, 2): runaway})
     asr = Hears(server, {first: "the light house keeper climbed"})  # a dropped half
     guard = Guard(mode="asr", max_wer=0.2, asr=asr)
     speech = client(server, guard).synthesize(Job(id=JOB.job_id, text=SENTENCE, format="pcm"))
@@ -203,7 +144,7 @@ def test_asr_mode_renders_again_a_piece_heard_wrong_and_records_its_wer() -> Non
 
 
 def test_asr_mode_does_not_transcribe_a_piece_the_signal_checks_failed() -> None:
-    server = Server(default=runaway)
+    server = FaultyTts(default=runaway)
     asr = Hears(server, {})
     guard = Guard(mode="asr", retries=1, asr=asr)
     client(server, guard).synthesize(Job(id=JOB.job_id, text=SENTENCE, format="pcm"))
@@ -218,11 +159,11 @@ def test_a_recognizer_that_does_not_answer_is_transient() -> None:
 
     asr = AsrClient("http://asr", "m", transport=httpx.MockTransport(refuse))
     with pytest.raises(TransientSpeechError, match="transcript check: ASR server unreachable"):
-        client(Server(), Guard(mode="asr", asr=asr)).synthesize(JOB)
+        client(FaultyTts(), Guard(mode="asr", asr=asr)).synthesize(JOB)
 
 
 def test_with_checks_off_the_request_is_as_before() -> None:
-    server = Server(default=runaway)  # would fail every check
+    server = FaultyTts(default=runaway)  # would fail every check
     speech = SpeechClient("http://tts", transport=httpx.MockTransport(server)).synthesize(
         Job(text=SENTENCE, format="pcm")
     )
@@ -239,7 +180,7 @@ def test_a_ceiling_lowered_by_the_context_is_the_context_limit_not_a_runaway() -
     def context_limited(body: dict, audio: np.ndarray) -> tuple[np.ndarray, int | None]:
         return runaway(body, audio) if body["max_new_tokens"] == cap else clean(body, audio)
 
-    server = Server(default=context_limited)
+    server = FaultyTts(default=context_limited)
     speech_client = client(server, Guard(), chunk_chars=100_000)
     cap, clamped = speech_client.frame_ceiling(job, text)
     assert clamped and cap < 4096
