@@ -80,7 +80,17 @@ def normalize(text: str, language: str = "Auto") -> list[str]:
 
 
 def edit_distance(reference: list[str], hypothesis: list[str]) -> int:
-    """Levenshtein distance between two token lists (one row at a time)."""
+    """Levenshtein distance between two token lists (one row at a time). The common head and
+    tail are dropped first: a transcript mostly agrees, so the table is small."""
+    shorter = min(len(reference), len(hypothesis))
+    head = 0
+    while head < shorter and reference[head] == hypothesis[head]:
+        head += 1
+    tail = 0
+    while tail < shorter - head and reference[-1 - tail] == hypothesis[-1 - tail]:
+        tail += 1
+    reference = reference[head : len(reference) - tail]
+    hypothesis = hypothesis[head : len(hypothesis) - tail]
     previous = list(range(len(hypothesis) + 1))
     for i, ref in enumerate(reference, 1):
         current = [i]
