@@ -78,8 +78,8 @@ class Simulation:
     ):
         self.trace, self.profile, self.policy = trace, profile, policy
         self.rng = random.Random(seed)
+        # What names no pool of this run acts on nothing (a peer has fewer pools).
         self.capacity = Capacity() if capacity is None else capacity
-        self.capacity.check({pool.name for pool in policy.pools})
         self.interruption_rng = random.Random(f"interruptions:{seed}")
         self.pooled = bool(policy.pools)
         self.pool_names = tuple(p.name for p in fill_order(policy.pools)) or (NO_POOL,)
