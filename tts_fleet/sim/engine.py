@@ -246,7 +246,7 @@ class Simulation:
         fleet.pool_desired = {NO_POOL: fleet.desired}
         if self.pooled and policy.placement is not None:
             placed = place(policy.pools, policy.placement, (), {}, fleet.desired, 0.0)
-            fleet.pool_desired = placed.desired()
+            fleet.pool_desired = placed.by_pool()
             fleet.desired = sum(fleet.pool_desired.values())
         for pool in self.pool_names:
             for _ in range(fleet.pool_desired.get(pool, 0)):
