@@ -168,7 +168,7 @@ class Simulation:
         batching = self.profile.batching
         while (self.retry or self.started < self.arrived) and self.free:
             in_flight, task_id = heapq.heappop(self.free)
-            task = self.fleet.tasks.get(task_id)
+            task = self.fleet.tasks.get(task_id) or self.fleet.draining.get(task_id)
             if task is None or not task.ready or task.in_flight != in_flight:
                 continue  # stale entry
             job = self._next_job()
@@ -194,13 +194,10 @@ class Simulation:
         self.done += 1
         self.processing -= 1
         task.in_flight -= 1
-        if draining:  # an interrupted worker takes no new job; it ends with its last one
-            if not task.jobs:
-                del self.fleet.draining[task_id]
-            self._observe(now)
-            return
         heapq.heappush(self.free, (task.in_flight, task_id))
         self._dispatch(now)
+        if draining:  # an interrupted worker serves on until its host goes
+            return
         if task.in_flight == 0 and self._over(task.pool):
             self._stop(now, task_id)  # protection dropped with the last job: ECS stops it now
 
@@ -309,8 +306,9 @@ class Simulation:
             self._push(at, _INTERRUPT, (host.index, 0))
 
     def _interrupt(self, now: float, payload: tuple[int, int]) -> None:
-        """The 2-minute notice: the host goes at its end; its task stops taking jobs and
-        finishes the ones it holds, and its service starts a replacement now."""
+        """The 2-minute notice: ECS drains the instance and its service starts a replacement
+        now (the draining task no longer counts as one of its tasks); the worker, told
+        nothing, serves on until the host goes at the notice's end."""
         fleet = self.fleet
         host = fleet.hosts[payload[0]]
         if host.gone is not None:
@@ -322,17 +320,18 @@ class Simulation:
         if host.task is not None:
             task_id, host.task = host.task, None
             task = fleet.tasks.pop(task_id)
-            if not task.ready:
+            if not task.ready:  # ECS stops a draining instance's PENDING tasks at once
                 fleet.cancelled_starts += 1
-            elif task.jobs:
+            else:
                 fleet.draining[task_id] = task
                 self._push(host.gone, _RECLAIM, (task_id, 0))
         self._reconcile(now)
         self._observe(now)
 
     def _reclaim(self, now: float, payload: tuple[int, int]) -> None:
-        """The notice is over: jobs the worker still holds go back to the queue (it
-        releases them with visibility 0 as it stops, DESIGN §5.6)."""
+        """The notice is over, the host goes: jobs the worker still holds go back to the
+        queue (SIGTERM as the instance shuts down: its drain releases them with visibility
+        0, DESIGN §5.6)."""
         task = self.fleet.draining.pop(payload[0], None)
         if task is None:
             return
