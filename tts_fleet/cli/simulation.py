@@ -34,7 +34,7 @@ from tts_fleet.cli.options import (
     stack_file_option,
 )
 from tts_fleet.config.models import ConfigError, PoolConfig, StackConfig
-from tts_fleet.config.stack_file import stack_config, stack_region
+from tts_fleet.config.stack_file import StackFile, stack_config, stack_region, with_overrides
 from tts_fleet.cost.pools import pool_specs
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
 from tts_fleet.cost.text import cost_table
@@ -63,9 +63,16 @@ def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> 
     `--pool` flags (if any) as its gpu.pools."""
     worker = {"concurrency": flags.get("concurrency")}
     overrides: dict[str, dict[str, Any]] = {"scaling": scaling_overrides(flags), "worker": worker}
-    if flags.get("pools"):
-        overrides["gpu"] = {"pools": [parse_pool(text) for text in flags["pools"]]}
-    return stack_config(stack, project_dir, overrides)
+    if not flags.get("pools"):
+        return stack_config(stack, project_dir, overrides)
+    overrides["gpu"] = {"pools": [parse_pool(text) for text in flags["pools"]]}
+    raw = StackFile.of_stack(stack, project_dir).raw if stack is not None else {}
+    gpu = raw.get("gpu")
+    if isinstance(gpu, dict):
+        # The flags' pools replace the stack's capacity: its one-pool keys go with it.
+        single = ("capacityType", "allowedInstanceTypes")
+        raw = {**raw, "gpu": {k: v for k, v in gpu.items() if k not in single}}
+    return StackConfig.from_raw(with_overrides(raw, overrides))
 
 
 def fleet_setup(
