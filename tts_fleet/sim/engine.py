@@ -168,7 +168,9 @@ class Simulation:
         batching = self.profile.batching
         while (self.retry or self.started < self.arrived) and self.free:
             in_flight, task_id = heapq.heappop(self.free)
-            task = self.fleet.tasks.get(task_id) or self.fleet.draining.get(task_id)
+            task = self.fleet.tasks.get(task_id)
+            if task is None and self.fleet.draining:
+                task = self.fleet.draining.get(task_id)
             if task is None or not task.ready or task.in_flight != in_flight:
                 continue  # stale entry
             job = self._next_job()
@@ -217,7 +219,8 @@ class Simulation:
     def _reconcile_pool(self, now: float, pool: str) -> None:
         fleet = self.fleet
         desired = fleet.pool_desired.get(pool, 0)
-        live = [(i, t) for i, t in fleet.tasks.items() if t.pool == pool]
+        tasks = fleet.tasks.items()
+        live = [(i, t) for i, t in tasks if t.pool == pool] if self.pooled else list(tasks)
         for _ in range(desired - len(live)):
             self._start_task(now, pool)
         surplus = len(live) - desired
@@ -279,14 +282,15 @@ class Simulation:
         host: the capacity provider launches instances with exactly gpu.gpuCount GPUs and the
         task definition asks for all of them."""
         fleet, profile = self.fleet, self.profile
-        spare = [h for h in fleet.spare.values() if h.pool == pool]
+        spare = [h for h in fleet.spare.values() if h.pool == pool] if self.pooled else fleet.spare
         if spare:
             pull = profile.pull_s
 
             def image_ready(h: Host) -> float:
                 return h.image_at if h.image_at is not None else h.provisioned_at + pull
 
-            host = min(spare, key=lambda h: (image_ready(h), h.index))
+            candidates = spare.values() if isinstance(spare, dict) else spare
+            host = min(candidates, key=lambda h: (image_ready(h), h.index))
             del fleet.spare[host.index]
             return host
         provisioning = profile.host_provisioning_s + self.rng.uniform(
