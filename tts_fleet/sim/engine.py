@@ -510,6 +510,8 @@ def simulate(
     finish, samples, fleet, end = sim.run()
     gpu_seconds = sum((h.gone if h.gone is not None else end) - h.launched for h in fleet.hosts)
     pools = pool_usage(policy.pools, fleet, end) if sim.pooled else ()
+    # A request cut while it waited for capacity in an outage launched no host.
+    launched = sum(1 for h in fleet.hosts if h.gone is None or h.gone > h.launched)
     return summarise(
         trace=trace,
         profile=profile,
@@ -519,7 +521,7 @@ def simulate(
         samples=samples,
         gpu_seconds=gpu_seconds,
         end=end,
-        starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, len(fleet.hosts)),
+        starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, launched),
         killed_jobs=fleet.killed_jobs,
         pools=pools,
         outages=outage_results(fleet, sim.capacity),

@@ -193,3 +193,14 @@ def test_pools_need_the_controller_and_peers_run_without_them() -> None:
     with pytest.raises(ValueError, match="controller"):
         Simulation(one_job_an_hour(), SEED_PROFILE, alarms)
     assert peer_policy("keda", pooled(SPOT, OD)).pools == ()
+
+
+def test_requests_cut_in_an_outage_are_no_hosts_launched() -> None:
+    whole_run = Capacity(outages=(Outage("spot", 0.0, 10 * 3600.0),))
+    sim = Simulation(one_job_an_hour(), SEED_PROFILE, pooled(SPOT, OD), 0, whole_run)
+    _, _, fleet, _ = sim.run()
+    summary = simulate(
+        one_job_an_hour(), SEED_PROFILE, pooled(SPOT, OD), RATES, 0, whole_run
+    ).summary
+    assert any(h.pool == "spot" for h in fleet.hosts)  # asked for, never launched
+    assert summary.hosts_launched == len([h for h in fleet.hosts if h.pool == "od"])
