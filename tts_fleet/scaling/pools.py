@@ -12,8 +12,10 @@ across the pools:
 - **Order.** Reserved pools first (a reservation bills whether used or not, so it is the floor),
   then the others from the cheapest (`usd_per_hour`) up, the stack's order breaking ties.
 - **Sticky.** A pool keeps the workers it has; growth goes to the first available pool in that
-  order with room (up to its `max_workers`), shrinking comes off the last one first. Moving a
-  running worker to a cheaper pool would pay a cold start for it.
+  order with room (up to its `max_workers`); shrinking takes launches not yet serving first,
+  then running workers from the dearest pool. A fleet in a dearer pool (after a fallback)
+  moves back one worker at a time, make before break (`_consolidate`): each move pays one
+  cold start in the cheaper pool.
 - **Availability.** ECS never falls back from Spot to On-Demand by itself
   (aws/containers-roadmap#773): tasks wait in PROVISIONING. So a pool whose oldest task has been
   PROVISIONING longer than `provisioning_timeout_s`, or whose service reported a placement
