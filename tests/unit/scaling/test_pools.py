@@ -309,3 +309,16 @@ def test_a_retired_worker_blocks_the_next_swap_until_it_stops() -> None:
     stopped = by_name(seen("od", 1, 1), seen("spot", 1, 1))
     again = place(POOLS, PARAMS, held.states, stopped, 2, now=720.0)
     assert again.by_pool() == {"od": 1, "spot": 2}  # the next worker starts moving
+
+
+def test_pools_without_their_placement_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="PlacementParams"):
+        ControllerPolicy(pooled_policy().params, pools=POOLS)
+
+
+def test_a_policy_without_pools_decides_as_before_and_carries_no_pools() -> None:
+    plain = ControllerPolicy(pooled_policy().params)
+    plain.observe(0.0, Counts(80, 0))
+    decision = plain.decide(0.0, Fleet(0, 0))
+    assert decision.desired > 0 and decision.pools == () and decision.events == ()
+    assert "pools" not in plain.state.to_json()
