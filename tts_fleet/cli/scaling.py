@@ -2,7 +2,8 @@
 
 - `controller` (the default): the parameters the controller function is deployed with
   (tts_fleet/config/topology.py computes them for components/controller.py too), its
-  sampling, and the safety-net alarm.
+  sampling, the safety-net alarm and, with `gpu.pools`, the pools in the order the
+  controller fills them (priced from the cost tables) and when it sets one aside.
 - `alarms`: the step-scaling bands, computed by tts_fleet/scaling/bands.py, the same code the
   StepScaling component turns into step adjustments, so what this prints is what Application
   Auto Scaling will apply.
@@ -17,7 +18,7 @@ from typing import Any
 
 import click
 
-from tts_fleet.cli.errors import bad_config
+from tts_fleet.cli.errors import BadInput, bad_config
 from tts_fleet.cli.options import (
     json_flag,
     project_dir_option,
@@ -26,12 +27,21 @@ from tts_fleet.cli.options import (
     stack_file_option,
 )
 from tts_fleet.config.models import ConfigError, ScalingConfig, StackConfig
-from tts_fleet.config.stack_file import stack_config
+from tts_fleet.config.stack_file import stack_config, stack_region
 from tts_fleet.config.topology import controller_params
+from tts_fleet.cost.pools import pool_specs
+from tts_fleet.cost.report import BASE_REGION, CostError
 from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.bands import SCALE_OUT_THRESHOLD, BandPlan, bands, formula
 from tts_fleet.scaling.controller import SAFETY_NET_MINUTES, SAMPLE_INTERVAL_S, ControllerParams
 from tts_fleet.scaling.policy import MODES
+from tts_fleet.scaling.pools import (
+    INTERRUPTION_WINDOW_S,
+    MAX_INTERRUPTIONS_PER_WORKER_HOUR,
+    MIN_INTERRUPTIONS,
+    PoolSpec,
+    fill_order,
+)
 
 
 @dataclass(frozen=True)
@@ -177,9 +187,12 @@ class ControllerReport:
     scaling: ScalingConfig
     params: ControllerParams
     safety_net_workers: int  # the safety net's ExactCapacity
+    pools: tuple[PoolSpec, ...] = ()  # gpu.pools, priced, in the stack's order; () without
+    provisioning_timeout_s: int = 0  # gpu.provisioningTimeoutSeconds
+    pool_cooldown_s: int = 0  # gpu.poolCooldownSeconds
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "stack": self.stack,
             "mode": "controller",
             "scaling": self.scaling.model_dump(by_alias=True, mode="json"),
@@ -190,11 +203,28 @@ class ControllerReport:
             },
             "schedules": schedules_json(self.scaling),
         }
+        if self.pools:  # a stack without pools prints what it always printed
+            data["pools"] = [asdict(pool) for pool in fill_order(self.pools)]
+            data["placement"] = {
+                "provisioning_timeout_s": self.provisioning_timeout_s,
+                "cooldown_s": self.pool_cooldown_s,
+            }
+        return data
 
 
-def controller_report(name: str, cfg: StackConfig) -> ControllerReport:
+def controller_report(name: str, cfg: StackConfig, region: str = BASE_REGION) -> ControllerReport:
     params = controller_params(cfg)
-    return ControllerReport(name, cfg.scaling, params, max(1, cfg.scaling.min_workers))
+    pools = pool_specs(cfg, region) if cfg.gpu.pools else ()
+    gpu = cfg.gpu
+    return ControllerReport(
+        name,
+        cfg.scaling,
+        params,
+        max(1, cfg.scaling.min_workers),
+        pools,
+        gpu.provisioning_timeout_seconds,
+        gpu.pool_cooldown_seconds,
+    )
 
 
 def render_controller(data: ControllerReport) -> str:
@@ -227,7 +257,27 @@ def render_controller(data: ControllerReport) -> str:
         lines.append(
             f"schedule: {entry.expression} UTC -> min {entry.min_workers}, max {entry.max_workers}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + pool_lines(data))
+
+
+def pool_lines(data: ControllerReport) -> list[str]:
+    """The pools in the order the controller fills them, and when it sets one aside."""
+    if not data.pools:
+        return []
+    filled = ", ".join(
+        f"{p.name} ({p.capacity_type}, ${p.usd_per_hour:g}/h, {p.min_workers}..{p.max_workers})"
+        for p in fill_order(data.pools)
+    )
+    window = int(INTERRUPTION_WINDOW_S / 60)
+    return [
+        f"pools: {filled}: reserved first, then the cheapest available; sticky, moved back to "
+        "a cheaper pool one worker at a time",
+        f"pool unavailable for {data.pool_cooldown_s} s (poolCooldownSeconds): a task waiting "
+        f"for capacity over {data.provisioning_timeout_s} s (provisioningTimeoutSeconds), a "
+        f"placement failure, or Spot interruptions >= max({MIN_INTERRUPTIONS}, "
+        f"{MAX_INTERRUPTIONS_PER_WORKER_HOUR:g} x its workers) in {window} min; it is cut to "
+        "its running tasks and the demand goes to the next pool",
+    ]
 
 
 def schedules_json(s: ScalingConfig) -> list[dict[str, Any]]:
@@ -267,7 +317,10 @@ def scaling(
         raise bad_config(error.problems) from None
     name = stack or "defaults"
     if cfg.scaling.mode == "controller":
-        shown = controller_report(name, cfg)
+        try:
+            shown = controller_report(name, cfg, stack_region(stack, project_dir) or BASE_REGION)
+        except CostError as error:
+            raise BadInput(str(error)) from None
         click.echo(json.dumps(shown.to_json(), indent=2) if as_json else render_controller(shown))
         return
     data = report(name, cfg.scaling)

@@ -5,6 +5,11 @@ the same models as a deployment, and the simulator drives the stack's mode throu
 `Policy` of tts_fleet/scaling/policy.py, the code the deployed controller runs and the model
 of the alarms the Pulumi program deploys, so the simulation and the deployment cannot disagree.
 The timing profile is `--timing`; `--profile` is the AWS profile, as in every command.
+
+Capacity pools (issue #22) come from the stack's `gpu.pools` or from `--pool` flags, priced from
+the cost tables (tts_fleet/cost/pools.py); `--interruptions` and `--capacity-outage` say what
+the cloud does to them (tts_fleet/sim/capacity.py), and `--compare` takes the pool peers
+`on-demand-only` and `spot-only` beside the policies.
 """
 
 from __future__ import annotations
@@ -28,42 +33,110 @@ from tts_fleet.cli.options import (
     scaling_overrides,
     stack_file_option,
 )
-from tts_fleet.config.models import ConfigError, StackConfig
-from tts_fleet.config.stack_file import stack_config, stack_region
+from tts_fleet.config.models import ConfigError, PoolConfig, StackConfig
+from tts_fleet.config.stack_file import StackFile, stack_config, stack_region, with_overrides
+from tts_fleet.cost.pools import pool_specs
 from tts_fleet.cost.report import BASE_REGION, CostError, cost_report, rates_for
 from tts_fleet.cost.text import cost_table
 from tts_fleet.exit_codes import ExitCode
 from tts_fleet.scaling.physics import PROFILES, Batching, Profile
+from tts_fleet.scaling.pools import PlacementParams
 from tts_fleet.sim import text as sim_text
+from tts_fleet.sim.capacity import (
+    Capacity,
+    CapacityError,
+    parse_interruptions,
+    parse_outage,
+    parse_pool,
+)
 from tts_fleet.sim.engine import simulate
 from tts_fleet.sim.model import MODES, PolicySetup, peer_policy, stack_policy
 from tts_fleet.sim.traces import Trace, TraceError, cloudwatch_arrivals, parse_trace
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
+# The pool peers `--compare` takes: the stack's fleet on one pool of one capacity type.
+POOL_PEERS = {"on-demand-only": "on-demand", "spot-only": "spot"}
 
 
 def load_config(stack: str | None, project_dir: Path, flags: dict[str, Any]) -> StackConfig:
-    """The stack file (or defaults) with the scaling and concurrency flags on top."""
+    """The stack file (or defaults) with the scaling and concurrency flags on top, and the
+    `--pool` flags (if any) as its gpu.pools."""
     worker = {"concurrency": flags.get("concurrency")}
-    return stack_config(stack, project_dir, {"scaling": scaling_overrides(flags), "worker": worker})
+    overrides: dict[str, dict[str, Any]] = {"scaling": scaling_overrides(flags), "worker": worker}
+    if not flags.get("pools"):
+        return stack_config(stack, project_dir, overrides)
+    overrides["gpu"] = {"pools": [parse_pool(text) for text in flags["pools"]]}
+    raw = StackFile.of_stack(stack, project_dir).raw if stack is not None else {}
+    gpu = raw.get("gpu")
+    if isinstance(gpu, dict):
+        # The flags' pools replace the stack's capacity: its one-pool keys go with it.
+        single = ("capacityType", "allowedInstanceTypes")
+        raw = {**raw, "gpu": {k: v for k, v in gpu.items() if k not in single}}
+    return StackConfig.from_raw(with_overrides(raw, overrides))
 
 
-def fleet_setup(cfg: StackConfig, profile: Profile, concurrency_set: bool) -> PolicySetup:
+def fleet_setup(
+    cfg: StackConfig, profile: Profile, concurrency_set: bool, region: str = BASE_REGION
+) -> PolicySetup:
     """`fleet`: what the stack deploys — scaling.mode (`controller` or `alarms`) with its
-    scaling and κ; concurrency from a flag or stack, else the profile's."""
+    scaling and κ, and its gpu.pools priced in `region`; concurrency from a flag or stack,
+    else the profile's."""
     concurrency = cfg.worker.concurrency if concurrency_set else profile.concurrency
-    return stack_policy(cfg.scaling, concurrency)
+    setup = stack_policy(cfg.scaling, concurrency)
+    if not cfg.gpu.pools:  # one service, as before pools
+        return setup
+    if cfg.scaling.mode != "controller":
+        raise CapacityError(
+            f"gpu.pools need scaling.mode controller (the stack's is {cfg.scaling.mode}): "
+            "only the controller places workers across pools"
+        )
+    placement = PlacementParams(
+        provisioning_timeout_s=float(cfg.gpu.provisioning_timeout_seconds),
+        cooldown_s=float(cfg.gpu.pool_cooldown_seconds),
+    )
+    return replace(setup, pools=pool_specs(cfg, region), placement=placement)
 
 
-def policy_setups(names: list[str], fleet: PolicySetup) -> dict[str, PolicySetup]:
+def pool_peer(cfg: StackConfig, fleet: PolicySetup, name: str, region: str) -> PolicySetup:
+    """The stack's fleet on one pool of the peer's capacity type: the stack's first pool of
+    that type (its name, so --interruptions and --capacity-outage reach it), or one named
+    after the type, with the stack's bounds."""
+    capacity_type = POOL_PEERS[name]
+    pool = next(
+        (p for p in cfg.gpu.pools if p.capacity_type == capacity_type),
+        PoolConfig.model_validate({"name": capacity_type, "capacityType": capacity_type}),
+    )
+    only = pool.model_copy(update={"min_workers": None, "max_workers": None})
+    peer_cfg = cfg.model_copy(update={"gpu": cfg.gpu.model_copy(update={"pools": (only,)})})
+    placement = fleet.placement or PlacementParams(
+        provisioning_timeout_s=float(cfg.gpu.provisioning_timeout_seconds),
+        cooldown_s=float(cfg.gpu.pool_cooldown_seconds),
+    )
+    return replace(
+        fleet,
+        name=name,
+        mode="controller",
+        pools=pool_specs(peer_cfg, region),
+        placement=placement,
+    )
+
+
+def policy_setups(
+    names: list[str], fleet: PolicySetup, cfg: StackConfig, region: str = BASE_REGION
+) -> dict[str, PolicySetup]:
     """Each named policy on the stack's fleet size: `fleet` is what the stack deploys,
-    `alarms`/`controller` the stack's scaling in that mode, the peers their own models."""
+    `alarms`/`controller` the stack's scaling in that mode, the peers their own models, the
+    pool peers the fleet on one On-Demand or one Spot pool."""
     setups = {}
     for name in names:
         if name == "fleet":
             setups[name] = fleet
-        elif name in ("alarms", "controller"):
+        elif name in POOL_PEERS:
+            setups[name] = pool_peer(cfg, fleet, name, region)
+        elif name == "controller":
             setups[name] = replace(fleet, name=name, mode=name)
+        elif name == "alarms":  # one service: the alarms place nothing across pools
+            setups[name] = replace(fleet, name=name, mode=name, pools=(), placement=None)
         else:
             setups[name] = peer_policy(name, fleet)
     return setups
@@ -71,7 +144,7 @@ def policy_setups(names: list[str], fleet: PolicySetup) -> dict[str, PolicySetup
 
 def parse_policies(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    known = (*MODES, "fleet")
+    known = (*MODES, "fleet", *POOL_PEERS)
     bad = [n for n in names if n not in known]
     if bad or not names:
         raise click.BadParameter(
@@ -170,21 +243,69 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     try:
         cfg = load_config(o["stack"], o["project_dir"], o)
         profile = with_batching(PROFILES[o["timing"]], o["job_seconds"], o["batch_alpha"])
-        rates = rates_for(cfg, stack_region(o["stack"], o["project_dir"]) or BASE_REGION)
+        rates = rates_for(cfg, _region(o))
         trace = load_trace(
             o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], o["region"], o["profile"]
         )
     except ConfigError as error:
         raise bad_config(error.problems) from None
-    except (TraceError, CostError) as error:
+    except (TraceError, CostError, CapacityError) as error:
         raise BadInput(str(error)) from None
     if not trace.arrivals:
         raise BadInput(f"trace {trace.name} has no jobs")
     return trace, profile, cfg, rates
 
 
+def _region(o: dict[str, Any]) -> str:
+    return stack_region(o["stack"], o["project_dir"]) or BASE_REGION
+
+
+def _fleet(o: dict[str, Any], cfg: StackConfig, profile: Profile) -> PolicySetup:
+    concurrency_set = o["concurrency"] is not None or o["stack"] is not None
+    try:
+        return fleet_setup(cfg, profile, concurrency_set, _region(o))
+    except (CostError, CapacityError) as error:
+        raise BadInput(str(error)) from None
+
+
+def _capacity(o: dict[str, Any], fleet: PolicySetup) -> Capacity:
+    """--interruptions and --capacity-outage, each naming one of the fleet's pools."""
+    try:
+        capacity = Capacity(
+            tuple(parse_interruptions(text) for text in o["interruptions"]),
+            tuple(parse_outage(text) for text in o["outages"]),
+        )
+        capacity.check({pool.name for pool in fleet.pools})
+    except CapacityError as error:
+        raise BadInput(str(error)) from None
+    return capacity
+
+
 @click.command("simulate")
 @_common
+@click.option(
+    "--pool",
+    "pools",
+    multiple=True,
+    metavar="NAME:TYPE[:MAX]",
+    help="A capacity pool (TYPE spot or on-demand), repeatable, in order of "
+    "preference: replaces the stack's gpu.pools. Priced from the cost tables.",
+)
+@click.option(
+    "--interruptions",
+    "interruptions",
+    multiple=True,
+    metavar="POOL:PER_HOUR",
+    help="Spot interruptions per host-hour in POOL (0.05: 5 %/hour), repeatable.",
+)
+@click.option(
+    "--capacity-outage",
+    "outages",
+    multiple=True,
+    metavar="POOL:START_H:HOURS[:silent]",
+    help="No new host in POOL from hour START_H for HOURS (tasks wait in "
+    "PROVISIONING; silent: without placement-failure events), repeatable.",
+)
 @click.option("--policy", "policy_name", type=click.Choice([*MODES, "fleet"]), default="fleet",
               show_default=True, help="fleet: what the stack deploys (scaling.mode: "
               "controller or alarms); seed: the AWS sample (0..1, idle 5 "
@@ -192,7 +313,8 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
               "(docs/scaling.md).")  # fmt: skip
 @click.option("--compare", "compare", is_flag=False, flag_value="seed,fleet", default=None,
               metavar="A,B,...",
-              help="Run these policies side by side (alone: seed,fleet).")  # fmt: skip
+              help="Run these policies side by side (alone: seed,fleet); with pools also "
+              "on-demand-only and spot-only.")  # fmt: skip
 def simulate_cmd(policy_name: str, compare: str | None, **o: Any) -> None:
     """Simulate a scaling policy on a workload trace: latency, drain time, GPU hours, cost.
 
@@ -200,9 +322,13 @@ def simulate_cmd(policy_name: str, compare: str | None, **o: Any) -> None:
     """
     names = parse_policies(compare) if compare else [policy_name]
     trace, profile, cfg, rates = _prepare(o)
-    fleet = fleet_setup(cfg, profile, o["concurrency"] is not None or o["stack"] is not None)
-    setups = policy_setups(names, fleet)
-    results = [simulate(trace, profile, setups[n], rates, o["seed"]) for n in names]
+    fleet = _fleet(o, cfg, profile)
+    capacity = _capacity(o, fleet)
+    try:
+        setups = policy_setups(names, fleet, cfg, _region(o))
+        results = [simulate(trace, profile, setups[n], rates, o["seed"], capacity) for n in names]
+    except CostError as error:  # a pool peer's type has no price
+        raise BadInput(str(error)) from None
     if o["plot"]:
         from tts_fleet.sim.plots import timeline
 
@@ -227,7 +353,7 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
 
     bound = parse_duration(max_p95) if max_p95 else None
     trace, profile, cfg, rates = _prepare(o)
-    fleet = fleet_setup(cfg, profile, o["concurrency"] is not None or o["stack"] is not None)
+    fleet = _fleet(o, cfg, profile)
     run = partial(advise, trace, profile, fleet, rates, max_p95_s=bound,
                   max_monthly_usd=max_monthly_usd, seed=o["seed"])  # fmt: skip
     # Each run costs ~0.35 s per 100,000 jobs: a week of traffic is a ~20 s sweep, so show it

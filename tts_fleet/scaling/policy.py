@@ -35,6 +35,7 @@ from tts_fleet.scaling.pools import (
     PoolTarget,
     launches_after,
     place,
+    unseen,
 )
 
 MODES = ("controller", "alarms")  # scaling.mode: the first is the default
@@ -155,13 +156,24 @@ class ControllerPolicy:
 
     def decide(self, now: float, fleet: Fleet) -> Decision:
         counts = self._counts
-        obs = Observation(now, counts.visible, counts.in_flight, fleet.running, fleet.pending)
+        seen = {pool.name: pool for pool in fleet.pools}
+        # A swap between pools is the placement's business, not the work's.
+        hidden = unseen(self.state.pools, seen) if self.pools else (0, 0)
+        running, pending = fleet.running - hidden[0], fleet.pending - hidden[1]
+        obs = Observation(now, counts.visible, counts.in_flight, running, pending)
         decision = decide(self.params, self.state, obs)
         self.state, self.desired = decision.state, decision.desired
         if not self.pools or self.placement is None:
             return Decision(decision.desired, "controller", decision.reason)
-        seen = {pool.name: pool for pool in fleet.pools}
-        placed = place(self.pools, self.placement, self.state.pools, seen, decision.desired, now)
+        placed = place(
+            self.pools,
+            self.placement,
+            self.state.pools,
+            seen,
+            decision.desired,
+            now,
+            ceiling=self.params.max_workers,
+        )
         launches = launches_after(placed, seen, self.state.launches, now)
         self.state = replace(self.state, pools=placed.states, launches=launches)
         return Decision(

@@ -12,8 +12,10 @@ across the pools:
 - **Order.** Reserved pools first (a reservation bills whether used or not, so it is the floor),
   then the others from the cheapest (`usd_per_hour`) up, the stack's order breaking ties.
 - **Sticky.** A pool keeps the workers it has; growth goes to the first available pool in that
-  order with room (up to its `max_workers`), shrinking comes off the last one first. Moving a
-  running worker to a cheaper pool would pay a cold start for it.
+  order with room (up to its `max_workers`); shrinking takes launches not yet serving first,
+  then running workers from the dearest pool. A fleet in a dearer pool (after a fallback)
+  moves back one worker at a time, make before break (`_consolidate`): each move pays one
+  cold start in the cheaper pool.
 - **Availability.** ECS never falls back from Spot to On-Demand by itself
   (aws/containers-roadmap#773): tasks wait in PROVISIONING. So a pool whose oldest task has been
   PROVISIONING longer than `provisioning_timeout_s`, or whose service reported a placement
@@ -125,6 +127,13 @@ class PoolState:
     last_failure: float | None = None  # the newest placement failure acted on
     counted_since: float | None = None  # interruptions before this no longer count
     interruptions: tuple[float, ...] = ()  # counted interruption times within the window
+    # A launch in this pool that replaces a worker of a dearer pool (0 or 1), and how many
+    # of this pool's workers were running when it was asked for: once more run, the dearer
+    # worker is retired.
+    swapping: int = 0
+    swap_base: int = 0
+    # A worker of this pool retired by a swap and still running (busy: protected) (0 or 1).
+    retiring: int = 0
 
     def available(self, now: float) -> bool:
         return self.unavailable_until is None or now >= self.unavailable_until
@@ -137,6 +146,9 @@ class PoolState:
             "last_failure": self.last_failure,
             "counted_since": self.counted_since,
             "interruptions": list(self.interruptions),
+            "swapping": self.swapping,
+            "swap_base": self.swap_base,
+            "retiring": self.retiring,
         }
 
 
@@ -166,7 +178,7 @@ class Placement:
     states: tuple[PoolState, ...]
     events: tuple[PoolEvent, ...] = field(default=())
 
-    def desired(self) -> dict[str, int]:
+    def by_pool(self) -> dict[str, int]:
         return {target.name: target.desired for target in self.targets}
 
 
@@ -186,9 +198,13 @@ def place(
     observations: Mapping[str, PoolObservation],
     total: int,
     now: float,
+    *,
+    ceiling: int | None = None,
 ) -> Placement:
     """Each pool's desired count for `total` workers at `now`, with the pools' new states
-    and the availability changes. A pool missing from `observations` counts as empty."""
+    and the availability changes. A pool missing from `observations` counts as empty.
+    `ceiling` (scaling.maxWorkers) bounds the one extra launch a swap to a cheaper pool
+    asks for (`_consolidate`)."""
     known = {state.name: state for state in states}
     new_states: list[PoolState] = []
     events: list[PoolEvent] = []
@@ -199,7 +215,12 @@ def place(
         if event is not None:
             events.append(event)
     by_name = {state.name: state for state in new_states}
+    order = fill_order(pools)
+    pools_seen = {p.name: observations.get(p.name, PoolObservation(p.name, 0, 0, 0)) for p in order}
+    finished = _settle_swaps(order, by_name, pools_seen, now)
     counts = _split(pools, by_name, observations, total, now)
+    _consolidate(order, by_name, pools_seen, counts, finished, now, ceiling)
+    new_states = [by_name[state.name] for state in new_states]
     targets = tuple(
         PoolTarget(
             pool.name,
@@ -295,13 +316,15 @@ def _split(
         # them) rather than nowhere; the first one whose cooldown ends takes it as usual.
         growable = list(order)
         caps = {p.name: p.max_workers for p in order}
-    missing = total - sum(counts.values())
+    # A swap's launch comes on top of the total (`_consolidate`): make before break.
+    swaps = sum(states[p.name].swapping for p in order if available[p.name])
+    missing = total + swaps - sum(counts.values())
     for pool in growable:
         added = max(0, min(missing, caps[pool.name] - counts[pool.name]))
         counts[pool.name] += added
         missing -= added
     if missing < 0:
-        _shrink(order, counts, seen, available, -missing)
+        _shrink(order, counts, seen, states, available, -missing)
     for pool in order:
         if available[pool.name]:
             counts[pool.name] = max(counts[pool.name], min(pool.min_workers, pool.max_workers))
@@ -312,19 +335,120 @@ def _shrink(
     order: tuple[PoolSpec, ...],
     counts: dict[str, int],
     seen: Mapping[str, PoolObservation],
+    states: Mapping[str, PoolState],
     available: Mapping[str, bool],
     surplus: int,
 ) -> None:
     """Takes `surplus` off `counts`: launches not yet serving first (ECS stops pending tasks
-    first in one service), then running workers, each from the dearest pool up."""
+    first in one service; a swap's launch is kept), then running workers, each from the
+    dearest pool up."""
     for started in (False, True):
         for pool in reversed(order):
             floor = pool.min_workers if available[pool.name] else 0
             if not started:
-                floor = max(floor, seen[pool.name].running)
+                floor = max(floor, seen[pool.name].running + states[pool.name].swapping)
             taken = max(0, min(surplus, counts[pool.name] - floor))
             counts[pool.name] -= taken
             surplus -= taken
+
+
+def _settle_swaps(
+    order: tuple[PoolSpec, ...],
+    states: dict[str, PoolState],
+    seen: Mapping[str, PoolObservation],
+    now: float,
+) -> list[PoolSpec]:
+    """Ends the swaps whose launch now serves (returned: a dearer worker is to be retired)
+    and those cut or stopped (nothing to retire)."""
+    finished = []
+    for pool in order:
+        state = states[pool.name]
+        if not state.swapping:
+            continue
+        done = seen[pool.name].running >= state.swap_base + state.swapping
+        held = state.available(now) and seen[pool.name].desired >= state.swap_base + 1
+        if done or not held:
+            states[pool.name] = replace(state, swapping=0, swap_base=0)
+        if done:
+            finished.append(pool)
+    return finished
+
+
+def _consolidate(
+    order: tuple[PoolSpec, ...],
+    states: dict[str, PoolState],
+    seen: Mapping[str, PoolObservation],
+    counts: dict[str, int],
+    finished: list[PoolSpec],
+    now: float,
+    ceiling: int | None,
+) -> None:
+    """Moves a fleet that fell back (or grew into a dearer pool) to the cheapest pools, one
+    worker at a time, make before break: with nothing launching or retiring anywhere, one
+    extra launch in the first cheaper pool with room (on top of the policy's total, which
+    does not count it: `unseen`); once it serves (`finished`), the total without it has
+    made `_split` shrink the dearest pool by one running worker, marked retiring (an idle
+    one stops; a busy one when its job is done). What a swap costs,
+    one cold start in the cheaper pool, the price gap of a Spot pool wins back within the
+    hour (tts_fleet/cost)."""
+    for pool in finished:  # the total left its launch out: `_split` shrank a dearer pool
+        dear = next(
+            (
+                d
+                for d in reversed(order)
+                if _dearer(d, pool) and counts[d.name] < seen[d.name].running
+            ),
+            None,
+        )
+        if dear is not None:
+            states[dear.name] = replace(states[dear.name], retiring=1)
+    for pool in order:
+        state = states[pool.name]
+        if state.swapping:  # its launch is kept, whatever the total
+            counts[pool.name] = max(counts[pool.name], state.swap_base + state.swapping)
+        if state.retiring and seen[pool.name].running <= counts[pool.name]:
+            states[pool.name] = replace(state, retiring=0)  # the retired worker has stopped
+    busy = any(o.pending for o in seen.values()) or any(
+        s.swapping or s.retiring for s in states.values()
+    )
+    room = ceiling is None or sum(counts.values()) < ceiling
+    if busy or not room or sum(counts.values()) != sum(o.running for o in seen.values()):
+        return
+    for index, cheap in enumerate(order):
+        if not states[cheap.name].available(now) or counts[cheap.name] >= cheap.max_workers:
+            continue
+        if any(_dearer(dear, cheap) and seen[dear.name].running for dear in order[index + 1 :]):
+            counts[cheap.name] += 1
+            base = seen[cheap.name].running
+            states[cheap.name] = replace(states[cheap.name], swapping=1, swap_base=base)
+            return
+
+
+def _dearer(dear: PoolSpec, cheap: PoolSpec) -> bool:
+    if cheap.capacity_type == "reserved":
+        return dear.capacity_type != "reserved"
+    return dear.usd_per_hour > cheap.usd_per_hour
+
+
+def unseen(
+    states: tuple[PoolState, ...], observations: Mapping[str, PoolObservation]
+) -> tuple[int, int]:
+    """(running, pending) the policy's total should not count: a swap's launch, booting or
+    just serving (it comes on top of the total, so the placement then shrinks the dearer
+    pool by one), and a retired worker finishing its job (it is going). Counted, they
+    would make the policy keep them as workers the work needs and grow the fleet by one at
+    each swap."""
+    running = pending = 0
+    for state in states:
+        seen = observations.get(state.name)
+        if seen is None:
+            continue
+        if state.swapping and seen.running >= state.swap_base + state.swapping:
+            running += state.swapping
+        else:
+            pending += min(state.swapping, seen.pending)
+        running += min(state.retiring, max(0, seen.running - seen.desired))
+    return running, pending
 
 
 def launches_after(
@@ -371,8 +495,21 @@ def pool_states_from_json(data: object, *, latest: float, horizon: float) -> tup
 
 
 _POOL_FIELDS = frozenset(
-    ("name", "unavailable_until", "cause", "last_failure", "counted_since", "interruptions")
+    (
+        "name",
+        "unavailable_until",
+        "cause",
+        "last_failure",
+        "counted_since",
+        "interruptions",
+        "swapping",
+        "swap_base",
+        "retiring",
+    )
 )
+# A swap moves one worker at a time; its base is a count of one pool's tasks.
+MAX_SWAPPING = 1
+MAX_SWAP_BASE = 5_000
 
 
 def _pool_state(item: object, where: str, latest: float, horizon: float) -> PoolState:
@@ -412,7 +549,18 @@ def _pool_state(item: object, where: str, latest: float, horizon: float) -> Pool
             _time(value, f"{where}.interruptions[{i}]", latest)
             for i, value in enumerate(interruptions)
         ),
+        swapping=_whole(item.get("swapping", 0), f"{where}.swapping", MAX_SWAPPING),
+        swap_base=_whole(item.get("swap_base", 0), f"{where}.swap_base", MAX_SWAP_BASE),
+        retiring=_whole(item.get("retiring", 0), f"{where}.retiring", MAX_SWAPPING),
     )
+
+
+def _whole(value: object, name: str, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidPoolState(f"{name}: {_shown(value)} is not a number")
+    if not (float(value).is_integer() and 0 <= value <= high):
+        raise InvalidPoolState(f"{name}: {_shown(value)} is not a whole number in [0, {high}]")
+    return int(value)
 
 
 def _optional_time(item: dict[str, Any], name: str, where: str, latest: float) -> float | None:

@@ -3,10 +3,12 @@ capacity outages, and the command-line forms of both.
 
 - **Interruptions** (`--interruptions POOL:PER_HOUR`): every host of the pool is reclaimed as
   a Poisson process of PER_HOUR per host-hour. The host gets EC2's 2-minute notice
-  (NOTICE_S); ECS drains the instance and starts a replacement task at once, the worker stops
-  taking jobs and finishes what it holds (a 2-60 s job fits in the notice), and the host is
-  gone, billed to the end of the notice. Jobs still held then go back to the queue.
+  (NOTICE_S); ECS puts the instance in DRAINING and the service starts a replacement task at
+  once (PENDING tasks there are stopped); the worker, which is told nothing, serves on until
+  the host goes at the notice's end, billed until then, and the jobs it still holds go back
+  to the queue as it drains on SIGTERM.
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+  https://docs.aws.amazon.com/AmazonECS/latest/developerguide/spot-instance-draining-linux-container.html
 - **Outages** (`--capacity-outage POOL:START_H:HOURS[:silent]`): no new host of the pool
   launches in the window. A task asked for then stays PROVISIONING (ECS never falls back by
   itself, aws/containers-roadmap#773) until capacity returns, unbilled, and its service

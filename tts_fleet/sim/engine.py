@@ -78,8 +78,8 @@ class Simulation:
     ):
         self.trace, self.profile, self.policy = trace, profile, policy
         self.rng = random.Random(seed)
+        # What names no pool of this run acts on nothing (a peer has fewer pools).
         self.capacity = Capacity() if capacity is None else capacity
-        self.capacity.check({pool.name for pool in policy.pools})
         self.interruption_rng = random.Random(f"interruptions:{seed}")
         self.pooled = bool(policy.pools)
         self.pool_names = tuple(p.name for p in fill_order(policy.pools)) or (NO_POOL,)
@@ -169,6 +169,8 @@ class Simulation:
         while (self.retry or self.started < self.arrived) and self.free:
             in_flight, task_id = heapq.heappop(self.free)
             task = self.fleet.tasks.get(task_id)
+            if task is None and self.fleet.draining:
+                task = self.fleet.draining.get(task_id)
             if task is None or not task.ready or task.in_flight != in_flight:
                 continue  # stale entry
             job = self._next_job()
@@ -194,13 +196,10 @@ class Simulation:
         self.done += 1
         self.processing -= 1
         task.in_flight -= 1
-        if draining:  # an interrupted worker takes no new job; it ends with its last one
-            if not task.jobs:
-                del self.fleet.draining[task_id]
-            self._observe(now)
-            return
         heapq.heappush(self.free, (task.in_flight, task_id))
         self._dispatch(now)
+        if draining:  # an interrupted worker serves on until its host goes
+            return
         if task.in_flight == 0 and self._over(task.pool):
             self._stop(now, task_id)  # protection dropped with the last job: ECS stops it now
 
@@ -220,7 +219,8 @@ class Simulation:
     def _reconcile_pool(self, now: float, pool: str) -> None:
         fleet = self.fleet
         desired = fleet.pool_desired.get(pool, 0)
-        live = [(i, t) for i, t in fleet.tasks.items() if t.pool == pool]
+        tasks = fleet.tasks.items()
+        live = [(i, t) for i, t in tasks if t.pool == pool] if self.pooled else list(tasks)
         for _ in range(desired - len(live)):
             self._start_task(now, pool)
         surplus = len(live) - desired
@@ -246,7 +246,7 @@ class Simulation:
         fleet.pool_desired = {NO_POOL: fleet.desired}
         if self.pooled and policy.placement is not None:
             placed = place(policy.pools, policy.placement, (), {}, fleet.desired, 0.0)
-            fleet.pool_desired = placed.desired()
+            fleet.pool_desired = placed.by_pool()
             fleet.desired = sum(fleet.pool_desired.values())
         for pool in self.pool_names:
             for _ in range(fleet.pool_desired.get(pool, 0)):
@@ -282,14 +282,15 @@ class Simulation:
         host: the capacity provider launches instances with exactly gpu.gpuCount GPUs and the
         task definition asks for all of them."""
         fleet, profile = self.fleet, self.profile
-        spare = [h for h in fleet.spare.values() if h.pool == pool]
+        spare = [h for h in fleet.spare.values() if h.pool == pool] if self.pooled else fleet.spare
         if spare:
             pull = profile.pull_s
 
             def image_ready(h: Host) -> float:
                 return h.image_at if h.image_at is not None else h.provisioned_at + pull
 
-            host = min(spare, key=lambda h: (image_ready(h), h.index))
+            candidates = spare.values() if isinstance(spare, dict) else spare
+            host = min(candidates, key=lambda h: (image_ready(h), h.index))
             del fleet.spare[host.index]
             return host
         provisioning = profile.host_provisioning_s + self.rng.uniform(
@@ -309,8 +310,9 @@ class Simulation:
             self._push(at, _INTERRUPT, (host.index, 0))
 
     def _interrupt(self, now: float, payload: tuple[int, int]) -> None:
-        """The 2-minute notice: the host goes at its end; its task stops taking jobs and
-        finishes the ones it holds, and its service starts a replacement now."""
+        """The 2-minute notice: ECS drains the instance and its service starts a replacement
+        now (the draining task no longer counts as one of its tasks); the worker, told
+        nothing, serves on until the host goes at the notice's end."""
         fleet = self.fleet
         host = fleet.hosts[payload[0]]
         if host.gone is not None:
@@ -322,17 +324,18 @@ class Simulation:
         if host.task is not None:
             task_id, host.task = host.task, None
             task = fleet.tasks.pop(task_id)
-            if not task.ready:
+            if not task.ready:  # ECS stops a draining instance's PENDING tasks at once
                 fleet.cancelled_starts += 1
-            elif task.jobs:
+            else:
                 fleet.draining[task_id] = task
                 self._push(host.gone, _RECLAIM, (task_id, 0))
         self._reconcile(now)
         self._observe(now)
 
     def _reclaim(self, now: float, payload: tuple[int, int]) -> None:
-        """The notice is over: jobs the worker still holds go back to the queue (it
-        releases them with visibility 0 as it stops, DESIGN §5.6)."""
+        """The notice is over, the host goes: jobs the worker still holds go back to the
+        queue (SIGTERM as the instance shuts down: its drain releases them with visibility
+        0, DESIGN §5.6)."""
         task = self.fleet.draining.pop(payload[0], None)
         if task is None:
             return
@@ -507,6 +510,8 @@ def simulate(
     finish, samples, fleet, end = sim.run()
     gpu_seconds = sum((h.gone if h.gone is not None else end) - h.launched for h in fleet.hosts)
     pools = pool_usage(policy.pools, fleet, end) if sim.pooled else ()
+    # A request cut while it waited for capacity in an outage launched no host.
+    launched = sum(1 for h in fleet.hosts if h.gone is None or h.gone > h.launched)
     return summarise(
         trace=trace,
         profile=profile,
@@ -516,7 +521,7 @@ def simulate(
         samples=samples,
         gpu_seconds=gpu_seconds,
         end=end,
-        starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, len(fleet.hosts)),
+        starts=(fleet.cold_starts, fleet.warm_starts, fleet.cancelled_starts, launched),
         killed_jobs=fleet.killed_jobs,
         pools=pools,
         outages=outage_results(fleet, sim.capacity),

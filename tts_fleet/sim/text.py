@@ -48,10 +48,29 @@ def _rows(summary: SimSummary) -> list[tuple[str, str]]:
     ]
 
 
+def _pool_rows(summary: SimSummary, names: list[str]) -> list[tuple[str, str]]:
+    """Each pool of any column: its GPU-hours and cost, its interruptions and fallbacks
+    ("-" where this run has no such pool), and how soon each outage's demand moved on."""
+    rows = []
+    usage = {pool.name: pool for pool in summary.pools}
+    for name in names:
+        pool = usage.get(name)
+        use = "-" if pool is None else f"{pool.gpu_hours:.2f} h {_money(pool.usd, 2)}"
+        events = "-" if pool is None else f"{pool.interruptions} / {pool.fallbacks}"
+        rows += [(f"pool {name}: GPU-h, cost", use), ("  interrupted / fell back", events)]
+    for index, outage in enumerate(summary.outages):
+        rows.append((f"outage {index + 1} ({outage.pool}): fallback", duration(outage.fallback_s)))
+    return rows
+
+
 def simulation_table(summaries: list[SimSummary]) -> str:
     first = summaries[0]
     head = f"trace {first.trace} ({first.jobs} jobs), profile {first.profile}"
+    names = list(dict.fromkeys(pool.name for s in summaries for pool in s.pools))
+    outages = max(len(s.outages) for s in summaries)
     columns = [_rows(s) for s in summaries]
+    if names or outages:  # a run without pools prints the table it always printed
+        columns = [rows + _pool_rows(s, names) for rows, s in zip(columns, summaries, strict=True)]
     width = max(len(v) for col in columns for _, v in col) + 2
     lines = [head, f"{'':<26}" + "".join(f"{s.policy:>{width}}" for s in summaries)]
     for index, (label, _) in enumerate(columns[0]):

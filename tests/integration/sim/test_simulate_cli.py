@@ -148,3 +148,97 @@ def test_the_timing_profile_is_timing_and_profile_is_the_aws_profile(
     assert asked == [("cloudwatch", AwsSettings(region="r", profile="ops"))]
     code, output = invoke("--trace", "burst:50", "--timing", "nosuch")
     assert code == 2 and "--timing" in output
+
+
+# -- capacity pools (issue #22) ------------------------------------------------------------
+
+POOLED = ("--trace", "poisson:20:2", "--timing", "seed", "--max-workers", "20")
+TWO_POOLS = ("--pool", "spot:spot", "--pool", "od:on-demand")
+
+
+def test_pool_flags_price_each_pool_from_the_cost_tables_beside_the_pool_peers() -> None:
+    from tts_fleet.config.stack_file import stack_config
+    from tts_fleet.cost.pools import pool_specs
+
+    code, output = invoke(
+        *POOLED, *TWO_POOLS, "--compare", "fleet,on-demand-only,spot-only", "--json"
+    )
+    assert code == 0, output
+    data = json.loads(output)
+    assert set(data["fleet"]["pools"]) == {"spot", "od"}
+    assert set(data["on-demand-only"]["pools"]) == {"od"}
+    assert set(data["spot-only"]["pools"]) == {"spot"}
+    cfg = stack_config(None, ROOT, {"gpu": {"pools": [
+        {"name": "spot", "capacityType": "spot"}, {"name": "od", "capacityType": "on-demand"},
+    ]}})  # fmt: skip
+    price = {spec.name: spec.usd_per_hour for spec in pool_specs(cfg)}
+    for run, pool in (("fleet", "spot"), ("on-demand-only", "od")):
+        usage = data[run]["pools"][pool]
+        assert usage["usd"] == round(usage["gpu_hours"] * price[pool], 2)
+    assert data["fleet"]["total_usd"] < 0.6 * data["on-demand-only"]["total_usd"]
+
+
+def test_a_stack_files_gpu_pools_and_timeout_drive_the_fallback(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.pools.yaml").write_text(
+        "config:\n"
+        "  aws:region: us-east-1\n"
+        "  tts-fleet:scaling:\n"
+        "    maxWorkers: 20\n"
+        "  tts-fleet:gpu:\n"
+        "    provisioningTimeoutSeconds: 120\n"
+        "    pools:\n"
+        "      - name: cheap\n"
+        "        capacityType: spot\n"
+        "      - name: sure\n"
+        "        capacityType: on-demand\n"
+    )
+    code, output = invoke(
+        "--trace", "poisson:20:2", "--timing", "seed", "--stack", "pools",
+        "--project-dir", str(tmp_path), "--capacity-outage", "cheap:0:1:silent", "--json",
+    )  # fmt: skip
+    assert code == 0, output
+    data = json.loads(output)
+    assert set(data["pools"]) == {"cheap", "sure"}
+    fallback = data["outages"][0]["fallback_s"]
+    assert 120 < fallback <= 120 + 60
+    assert data["pools"]["sure"]["gpu_hours"] > 0 and data["pools"]["cheap"]["fallbacks"] >= 1
+
+
+def test_pool_flags_replace_a_stacks_single_capacity_type() -> None:
+    # dev sets gpu.capacityType; with --pool the flags' pools are the capacity.
+    code, output = invoke(
+        "--trace", "burst:10", "--stack", "dev", "--project-dir", str(ROOT), *TWO_POOLS, "--json"
+    )
+    assert code == 0, output
+    assert set(json.loads(output)["pools"]) == {"spot", "od"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--interruptions", "spot:0.05"), "no pool named spot"),
+        ((*TWO_POOLS, "--capacity-outage", "gpu:0:2"), "no pool named gpu"),
+        (("--pool", "spot"), "--pool 'spot': expected NAME:TYPE[:MAX]"),
+        ((*TWO_POOLS, "--interruptions", "spot"), "--interruptions 'spot': expected"),
+        (("--pool", "a:spot", "--pool", "a:on-demand"), "gpu.pools[1].name"),
+        (("--pool", "a:spot:30"), "must be <= scaling.maxWorkers"),
+    ],
+)
+def test_bad_capacity_flags_are_one_line(args: tuple[str, ...], message: str) -> None:
+    code, output = invoke("--trace", "burst:10", "--max-workers", "20", *args)
+    assert code == 2, output
+    assert message in output and len(output.strip().splitlines()) == 1
+
+
+def test_a_pooled_stack_in_alarms_mode_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.al.yaml").write_text(
+        "config:\n"
+        "  tts-fleet:scaling:\n"
+        "    mode: alarms\n"
+        "  tts-fleet:gpu:\n"
+        "    pools:\n"
+        "      - name: spot\n"
+        "        capacityType: spot\n"
+    )
+    code, output = invoke("--trace", "burst:10", "--stack", "al", "--project-dir", str(tmp_path))
+    assert code == 2 and "need scaling.mode controller" in output, output

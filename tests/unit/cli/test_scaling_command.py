@@ -209,3 +209,42 @@ def test_a_stack_file_in_alarms_mode_shows_its_bands(tmp_path: Path) -> None:
     # And --mode controller overrides it.
     args = ["scaling", "--stack", "team", "--project-dir", str(tmp_path), "--mode", "controller"]
     assert "mode: controller" in CliRunner().invoke(cli, args).output
+
+
+def test_a_pooled_stack_shows_its_pools_in_fill_order_priced(tmp_path: Path) -> None:
+    """Issue #22: with gpu.pools, the order the controller fills them and when it sets one
+    aside; a stack without pools prints no such line (the quoted docs pin that)."""
+    from tts_fleet.config.stack_file import stack_config
+    from tts_fleet.cost.pools import pool_specs
+
+    (tmp_path / "Pulumi.pools.yaml").write_text(
+        "config:\n"
+        "  tts-fleet:scaling:\n"
+        "    maxWorkers: 20\n"
+        "  tts-fleet:gpu:\n"
+        "    poolCooldownSeconds: 900\n"
+        "    pools:\n"
+        "      - name: od\n"
+        "        capacityType: on-demand\n"
+        "        maxWorkers: 8\n"
+        "      - name: spot\n"
+        "        capacityType: spot\n"
+    )
+    run = CliRunner().invoke(cli, ["scaling", "--stack", "pools", "--project-dir", str(tmp_path)])
+    assert run.exit_code == 0, run.output
+    price = {p.name: p.usd_per_hour for p in pool_specs(stack_config("pools", tmp_path))}
+    assert price["spot"] < price["od"]
+    assert (
+        f"pools: spot (spot, ${price['spot']:g}/h, 0..20), od (on-demand, ${price['od']:g}/h, "
+        "0..8): reserved first" in run.output
+    )
+    assert "pool unavailable for 900 s (poolCooldownSeconds)" in run.output
+    assert "over 300 s (provisioningTimeoutSeconds)" in run.output
+    data = json.loads(
+        CliRunner()
+        .invoke(cli, ["scaling", "--stack", "pools", "--project-dir", str(tmp_path), "--json"])
+        .output
+    )
+    assert [p["name"] for p in data["pools"]] == ["spot", "od"]
+    assert data["placement"] == {"provisioning_timeout_s": 300, "cooldown_s": 900}
+    assert "pools" not in json.loads(invoke("--stack", "dev", "--json").output)

@@ -22,6 +22,7 @@ from tts_fleet.scaling.pools import (
     fill_order,
     launches_after,
     place,
+    unseen,
 )
 
 PARAMS = PlacementParams(provisioning_timeout_s=300.0, cooldown_s=600.0)
@@ -55,33 +56,33 @@ def test_fill_order_is_reserved_then_cheapest_first_stable_on_ties() -> None:
 
 def test_growth_goes_to_the_cheapest_available_pool_up_to_its_max() -> None:
     placed = place(POOLS, PARAMS, (), {}, 25, now=0.0)
-    assert placed.desired() == {"od": 5, "spot": 20}
+    assert placed.by_pool() == {"od": 5, "spot": 20}
     assert all(t.available for t in placed.targets)
     assert placed.events == ()
 
 
 def test_reserved_pool_is_the_floor_before_the_cheaper_spot() -> None:
     placed = place((OD, SPOT, RESERVED), PARAMS, (), {}, 5, now=0.0)
-    assert placed.desired() == {"od": 0, "spot": 3, "res": 2}
+    assert placed.by_pool() == {"od": 0, "spot": 3, "res": 2}
 
 
 def test_placement_is_sticky_and_shrinks_the_dearest_pool_first() -> None:
     now_seen = by_name(seen("od", 4, 4), seen("spot", 3, 3))
-    assert place(POOLS, PARAMS, (), now_seen, 9, now=0.0).desired() == {"od": 4, "spot": 5}
-    assert place(POOLS, PARAMS, (), now_seen, 5, now=0.0).desired() == {"od": 2, "spot": 3}
-    assert place(POOLS, PARAMS, (), now_seen, 2, now=0.0).desired() == {"od": 0, "spot": 2}
+    assert place(POOLS, PARAMS, (), now_seen, 9, now=0.0).by_pool() == {"od": 4, "spot": 5}
+    assert place(POOLS, PARAMS, (), now_seen, 5, now=0.0).by_pool() == {"od": 2, "spot": 3}
+    assert place(POOLS, PARAMS, (), now_seen, 2, now=0.0).by_pool() == {"od": 0, "spot": 2}
 
 
 def test_a_pools_own_min_workers_is_kept_while_available() -> None:
     warm = PoolSpec("od", "on-demand", "", 1, 20, 1.04)
-    assert place((warm, SPOT), PARAMS, (), {}, 0, now=0.0).desired() == {"od": 1, "spot": 0}
+    assert place((warm, SPOT), PARAMS, (), {}, 0, now=0.0).by_pool() == {"od": 1, "spot": 0}
 
 
 def test_provisioning_past_the_timeout_moves_demand_to_the_next_pool() -> None:
     stuck = by_name(seen("spot", 6, 2, 4, oldest=301.0))
     placed = place(POOLS, PARAMS, (), stuck, 6, now=1000.0)
     # Cut to its running tasks; the 4 it could not start go On-Demand.
-    assert placed.desired() == {"od": 4, "spot": 2}
+    assert placed.by_pool() == {"od": 4, "spot": 2}
     assert placed.events == (PoolEvent("spot", "unavailable", PROVISIONING_TIMEOUT),)
     spot = next(t for t in placed.targets if t.name == "spot")
     assert (spot.available, spot.cause) == (False, PROVISIONING_TIMEOUT)
@@ -92,25 +93,25 @@ def test_provisioning_past_the_timeout_moves_demand_to_the_next_pool() -> None:
 def test_provisioning_within_the_timeout_keeps_the_pool() -> None:
     waiting = by_name(seen("spot", 6, 2, 4, oldest=300.0))
     placed = place(POOLS, PARAMS, (), waiting, 6, now=1000.0)
-    assert placed.desired() == {"od": 0, "spot": 6}
+    assert placed.by_pool() == {"od": 0, "spot": 6}
     assert placed.events == ()
 
 
 def test_a_placement_failure_moves_demand_and_is_acted_on_once() -> None:
     failed = by_name(seen("spot", 3, 0, 3, failure=990.0))
     first = place(POOLS, PARAMS, (), failed, 3, now=1000.0)
-    assert first.desired() == {"od": 3, "spot": 0}
+    assert first.by_pool() == {"od": 3, "spot": 0}
     assert first.events == (PoolEvent("spot", "unavailable", PLACEMENT_FAILURE),)
     # The cooldown runs from the event; the same event seen again after it changes nothing.
     later = by_name(seen("spot", 0, 0, 0, failure=990.0), seen("od", 3, 3))
     back = place(POOLS, PARAMS, first.states, later, 5, now=1590.0)
     assert back.events == (PoolEvent("spot", "available"),)
-    assert back.desired() == {"od": 3, "spot": 2}
+    assert back.by_pool() == {"od": 3, "spot": 2}
 
 
 def test_a_stale_placement_failure_in_a_fresh_state_is_ignored() -> None:
     old = by_name(seen("spot", 0, 0, 0, failure=100.0))
-    assert place(POOLS, PARAMS, (), old, 2, now=1000.0).desired() == {"od": 0, "spot": 2}
+    assert place(POOLS, PARAMS, (), old, 2, now=1000.0).by_pool() == {"od": 0, "spot": 2}
 
 
 def test_interruptions_past_the_rate_make_the_pool_unavailable_once() -> None:
@@ -118,12 +119,13 @@ def test_interruptions_past_the_rate_make_the_pool_unavailable_once() -> None:
     times = (100.0, 200.0, 300.0)
     placed = place(POOLS, PARAMS, (), by_name(seen("spot", 4, 4, interruptions=times)), 6, 400.0)
     assert placed.events == (PoolEvent("spot", "unavailable", INTERRUPTIONS),)
-    assert placed.desired() == {"od": 2, "spot": 4}
+    assert placed.by_pool() == {"od": 2, "spot": 4}
     # After the cooldown the same stopped tasks, still reported, do not count again.
     again = by_name(seen("spot", 4, 4, interruptions=times), seen("od", 2, 2))
     back = place(POOLS, PARAMS, placed.states, again, 6, now=1000.0)
     assert back.events == (PoolEvent("spot", "available"),)
-    assert back.desired() == {"od": 2, "spot": 4}
+    # Back: and with nothing launching, one worker starts moving from On-Demand to Spot.
+    assert back.by_pool() == {"od": 2, "spot": 5}
 
 
 def test_interruptions_below_the_rate_or_out_of_the_window_are_tolerated() -> None:
@@ -136,21 +138,21 @@ def test_interruptions_below_the_rate_or_out_of_the_window_are_tolerated() -> No
 def test_a_pool_comes_back_after_its_cooldown_and_takes_growth_again() -> None:
     stuck = by_name(seen("spot", 4, 0, 4, oldest=400.0))
     down = place(POOLS, PARAMS, (), stuck, 4, now=0.0)
-    assert down.desired() == {"od": 4, "spot": 0}
+    assert down.by_pool() == {"od": 4, "spot": 0}
     during = by_name(seen("spot", 0), seen("od", 4, 4))
     held = place(POOLS, PARAMS, down.states, during, 6, now=599.0)
-    assert held.desired() == {"od": 6, "spot": 0}
+    assert held.by_pool() == {"od": 6, "spot": 0}
     assert held.events == ()
     after = by_name(seen("spot", 0), seen("od", 6, 6))
     back = place(POOLS, PARAMS, held.states, after, 8, now=600.0)
     assert back.events == (PoolEvent("spot", "available"),)
-    assert back.desired() == {"od": 6, "spot": 2}
+    assert back.by_pool() == {"od": 6, "spot": 2}
 
 
 def test_with_every_pool_unavailable_demand_waits_in_fill_order() -> None:
     stuck = by_name(seen("spot", 2, 0, 2, oldest=400.0), seen("od", 2, 0, 2, oldest=400.0))
     placed = place(POOLS, PARAMS, (), stuck, 4, now=0.0)
-    assert placed.desired() == {"od": 0, "spot": 4}
+    assert placed.by_pool() == {"od": 0, "spot": 4}
     assert not any(t.available for t in placed.targets)
 
 
@@ -192,7 +194,7 @@ def test_a_stack_without_pools_writes_and_reads_the_state_it_always_did() -> Non
 
 
 def test_pool_state_round_trips_every_field() -> None:
-    pool = PoolState("spot", 900.0, INTERRUPTIONS, 100.0, 200.0, (150.0, 250.0))
+    pool = PoolState("spot", 900.0, INTERRUPTIONS, 100.0, 200.0, (150.0, 250.0), 1, 3, 1)
     state = ControllerState(updated=300.0, pools=(pool, PoolState("od")))
     assert ControllerState.from_json(json.loads(json.dumps(state.to_json())), now=300.0) == state
 
@@ -218,6 +220,10 @@ GOOD = {"name": "spot", "unavailable_until": 900.0, "cause": INTERRUPTIONS}
         ([{**GOOD, "interruptions": [True]}], "pools[0].interruptions[0]: True is not"),
         ([{**GOOD, "interruptions": "1"}], "is not a list"),
         ([{**GOOD, "interruptions": [1.0] * (MAX_INTERRUPTIONS_KEPT + 1)}], "entries, more"),
+        ([{**GOOD, "swapping": 2}], "pools[0].swapping: 2 is not a whole number in [0, 1]"),
+        ([{**GOOD, "swap_base": 0.5}], "pools[0].swap_base"),
+        ([{**GOOD, "swap_base": "1"}], "pools[0].swap_base: '1' is not a number"),
+        ([{**GOOD, "retiring": -1}], "pools[0].retiring"),
     ],
 )
 def test_a_bad_pool_state_is_rejected_naming_the_field(pools: object, problem: str) -> None:
@@ -229,16 +235,90 @@ def test_a_bad_pool_state_is_rejected_naming_the_field(pools: object, problem: s
 def test_shrinking_stops_a_launch_not_yet_serving_before_a_running_worker() -> None:
     # The dear pool's worker serves; the cheap pool's is still booting: the boot goes.
     booting = by_name(seen("od", 1, 1), seen("spot", 1, 0, 1))
-    assert place(POOLS, PARAMS, (), booting, 1, now=0.0).desired() == {"od": 1, "spot": 0}
+    assert place(POOLS, PARAMS, (), booting, 1, now=0.0).by_pool() == {"od": 1, "spot": 0}
 
 
 def test_launches_stopped_by_a_cut_are_forgotten_and_their_replacements_start_now() -> None:
     stuck = by_name(seen("spot", 3, 1, 2, oldest=400.0), seen("od", 1, 0, 1))
     placed = place(POOLS, PARAMS, (), stuck, 4, now=1000.0)
-    assert placed.desired() == {"od": 3, "spot": 1}
+    assert placed.by_pool() == {"od": 3, "spot": 1}
     # Pending: spot's two (asked at 500 and 600, the oldest) and od's one (asked at 990).
     assert launches_after(placed, stuck, (500.0, 600.0, 990.0), 1000.0) == (
         990.0,
         1000.0,
         1000.0,
     )
+
+
+def test_a_fleet_on_the_dearer_pool_moves_back_one_worker_at_a_time() -> None:
+    on_od = by_name(seen("od", 2, 2), seen("spot", 0))
+    first = place(POOLS, PARAMS, (), on_od, 2, now=0.0, ceiling=20)
+    assert first.by_pool() == {"od": 2, "spot": 1}  # make before break
+    # While the Spot launch boots: held, and no second swap.
+    booting = by_name(seen("od", 2, 2), seen("spot", 1, 0, 1))
+    held = place(POOLS, PARAMS, first.states, booting, 2, now=10.0, ceiling=20)
+    assert held.by_pool() == {"od": 2, "spot": 1}
+    # It serves: the policy's total leaves it out (`unseen`), so an On-Demand worker goes.
+    serving = by_name(seen("od", 2, 2), seen("spot", 1, 1))
+    done = place(POOLS, PARAMS, held.states, serving, 2, now=700.0, ceiling=20)
+    assert done.by_pool() == {"od": 1, "spot": 1}
+    assert [(s.name, s.swapping, s.retiring) for s in done.states] == [
+        ("od", 0, 1),
+        ("spot", 0, 0),
+    ]
+
+
+def test_a_swap_waits_for_room_under_the_ceiling_and_for_a_quiet_fleet() -> None:
+    on_od = by_name(seen("od", 2, 2), seen("spot", 0))
+    assert place(POOLS, PARAMS, (), on_od, 2, now=0.0, ceiling=2).by_pool() == {
+        "od": 2,
+        "spot": 0,
+    }
+    launching = by_name(seen("od", 3, 2, 1), seen("spot", 0))
+    assert place(POOLS, PARAMS, (), launching, 3, now=0.0).by_pool() == {"od": 3, "spot": 0}
+
+
+def test_a_swap_whose_pool_is_cut_ends_without_retiring_anything() -> None:
+    on_od = by_name(seen("od", 2, 2), seen("spot", 0))
+    first = place(POOLS, PARAMS, (), on_od, 2, now=0.0)
+    stuck = by_name(seen("od", 2, 2), seen("spot", 1, 0, 1, oldest=301.0))
+    cut = place(POOLS, PARAMS, first.states, stuck, 3, now=320.0)
+    assert cut.by_pool() == {"od": 3, "spot": 0}
+    assert all(state.swapping == 0 for state in cut.states)
+
+
+def test_the_policy_does_not_count_a_swap_launch_or_a_retired_worker_still_busy() -> None:
+    states = (PoolState("spot", swapping=1, swap_base=0), PoolState("od", retiring=1))
+    observed = by_name(seen("spot", 1, 0, 1), seen("od", 1, 2))
+    assert unseen(states, observed) == (1, 1)
+    # The launch serves: still left out, once (the placement then retires a dearer worker).
+    assert unseen(states, by_name(seen("spot", 1, 1), seen("od", 1, 1))) == (1, 0)
+    settled = (PoolState("spot"), PoolState("od"))
+    assert unseen(settled, by_name(seen("spot", 1, 1), seen("od", 1, 2))) == (0, 0)
+
+
+def test_a_retired_worker_blocks_the_next_swap_until_it_stops() -> None:
+    on_od = by_name(seen("od", 2, 2), seen("spot", 0))
+    first = place(POOLS, PARAMS, (), on_od, 2, now=0.0)
+    serving = by_name(seen("od", 2, 2), seen("spot", 1, 1))
+    done = place(POOLS, PARAMS, first.states, serving, 2, now=700.0)
+    assert done.by_pool() == {"od": 1, "spot": 1}
+    still_busy = by_name(seen("od", 1, 2), seen("spot", 1, 1))
+    held = place(POOLS, PARAMS, done.states, still_busy, 2, now=710.0)
+    assert held.by_pool() == {"od": 1, "spot": 1}  # no second swap while od's worker finishes
+    stopped = by_name(seen("od", 1, 1), seen("spot", 1, 1))
+    again = place(POOLS, PARAMS, held.states, stopped, 2, now=720.0)
+    assert again.by_pool() == {"od": 1, "spot": 2}  # the next worker starts moving
+
+
+def test_pools_without_their_placement_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="PlacementParams"):
+        ControllerPolicy(pooled_policy().params, pools=POOLS)
+
+
+def test_a_policy_without_pools_decides_as_before_and_carries_no_pools() -> None:
+    plain = ControllerPolicy(pooled_policy().params)
+    plain.observe(0.0, Counts(80, 0))
+    decision = plain.decide(0.0, Fleet(0, 0))
+    assert decision.desired > 0 and decision.pools == () and decision.events == ()
+    assert "pools" not in plain.state.to_json()
