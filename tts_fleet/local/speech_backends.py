@@ -258,13 +258,22 @@ class PromptTooLong(Exception):
     """vLLM's input check refused the prompt; the real server answers it with a 500."""
 
 
-def generate(audio: np.ndarray, prompt_len: int, speed: float) -> Generation:
+def frame_budget(prompt_len: int, max_new_tokens: int | None = None) -> int:
+    """Codec frames the talker may emit: what the context leaves, or `max_new_tokens` if less."""
+    allowed = MAX_MODEL_LEN - prompt_len
+    return allowed if max_new_tokens is None else min(allowed, max_new_tokens)
+
+
+def generate(
+    audio: np.ndarray, prompt_len: int, speed: float, max_new_tokens: int | None = None
+) -> Generation:
     """The talker's context budget applied to full audio: frames past it are never generated.
 
-    The real engine stops at max_model_len with finish reason "length" and the serving layer
-    returns what was decoded with HTTP 200 (the adapter only flags a length stop for the Base
-    task: Qwen3TTSAdapter.validate_generation). Codec frames are counted at speed 1, because the
-    server time-stretches after decoding (AudioMixin._apply_speed_adjustment).
+    The real engine stops at max_model_len, or at the request's `max_new_tokens`, with finish
+    reason "length" and the serving layer returns what was decoded with HTTP 200 (the adapter
+    only flags a length stop for the Base task: Qwen3TTSAdapter.validate_generation). Codec
+    frames are counted at speed 1, because the server time-stretches after decoding
+    (AudioMixin._apply_speed_adjustment).
     """
     if prompt_len > MAX_MODEL_LEN:
         raise PromptTooLong(
@@ -280,7 +289,7 @@ def generate(audio: np.ndarray, prompt_len: int, speed: float) -> Generation:
             " (prompt + requested output tokens)."
         )
     frames = max(MIN_FRAMES, math.ceil(audio.size / OUTPUT_RATE * speed * CODEC_FRAME_RATE))
-    allowed = MAX_MODEL_LEN - prompt_len
+    allowed = frame_budget(prompt_len, max_new_tokens)
     if frames <= allowed:
         return Generation(audio, frames, truncated=False)
     keep = audio.size * allowed // frames
