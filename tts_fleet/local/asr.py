@@ -22,14 +22,18 @@ audio re-encoded (WAV, FLAC) or resampled (to 16 kHz for Whisper) is still found
 from __future__ import annotations
 
 import io
+import subprocess
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from email.parser import BytesParser
 from email.policy import HTTP
+from pathlib import Path
 
 import numpy as np
 import soundfile  # type: ignore[import-untyped]
+
+from tts_fleet.local import procs
 
 STAND_IN = (
     "tts-fleet local ASR stand-in: the words the local speech server put in this audio, "
@@ -145,3 +149,12 @@ def transcribe(transcripts: Transcripts, content_type: str, body: bytes) -> str:
             f"({audio.size / rate:.2f} s of audio matches none of its pieces)"
         )
     return words
+
+
+ASR_LINE = "asr listening on "
+
+
+def url_from_log(log_path: Path, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> str:
+    """The ASR stand-in's URL from a speech server's log (its second line)."""
+    line = procs.wait_for_line(log_path, ASR_LINE, proc, timeout)
+    return line.removeprefix(ASR_LINE).strip()

@@ -292,7 +292,8 @@ def generate(
     allowed = frame_budget(prompt_len, max_new_tokens)
     if frames <= allowed:
         return Generation(audio, frames, truncated=False)
-    keep = audio.size * allowed // frames
+    # What `allowed` frames decode to (frames count at speed 1, the audio is at `speed`).
+    keep = min(audio.size, round(allowed / CODEC_FRAME_RATE / speed * OUTPUT_RATE))
     return Generation(audio[:keep], allowed, truncated=True)
 
 

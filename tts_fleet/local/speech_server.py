@@ -581,7 +581,7 @@ def serve(
         server.server_close()
         raise
     print(f"listening on {server.url}", flush=True)
-    print(f"asr listening on {recall.url}", flush=True)
+    print(f"{asr.ASR_LINE}{recall.url}", flush=True)
     if plan.active:
         log.warning("injecting faults %s (fault seed %d)", plan.describe(), plan.seed)
     asr_thread = threading.Thread(target=recall.serve_forever, daemon=True)
