@@ -8,7 +8,8 @@ makes each of these happen to that fraction of pieces:
 
 - **runaway**: the speech, then babble (the piece again, quieter) and silence until the
   talker's budget: `max_new_tokens` when the request sends it, else the 4,096-token context;
-- **truncate**: the audio stops 45-65 % of the way through, mid-word;
+- **truncate**: the audio stops 5-25 % of the way through, mid-word (the model ended early:
+  short enough for a duration check to see in a piece of a sentence or more);
 - **silence**: 2.5-4 s of digital silence in the middle of the sentence;
 - **drop**: 40-60 % of the words (a sentence, when one fits) are not said, the rest drawn
   out to 90-100 % of the full text's duration, so the duration stays plausible for the text;
@@ -26,11 +27,13 @@ import hashlib
 import math
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tts_fleet.local.speech_backends import WIDE
+from tts_fleet.local.speech_backends import SPEAKERS, WIDE
+from worker.jobs import QaRecord
 
 KINDS = ("runaway", "truncate", "silence", "drop", "garble")
 # Replacement words for garble, by length, so the garbled text takes about as long to say.
@@ -46,7 +49,7 @@ _LATIN_WORDS = (
 _WIDE_WORDS = "山水火木金土日月星雲風雨雪花草鳥魚馬牛羊犬猫"
 # A silence this long is a fault whatever the text; a pause between sentences is under 1 s.
 SILENCE_SECONDS = (2.5, 4.0)
-TRUNCATE_KEEP = (0.45, 0.65)
+TRUNCATE_KEEP = (0.05, 0.25)
 DROP_SHARE = (0.40, 0.60)
 GARBLE_SHARE = (0.50, 0.70)
 # A drop lasts this share of the full text's speech: a duration check cannot see it.
@@ -239,3 +242,67 @@ def spoken_words(said: str, words_kept: float, babble_repeats: int = 0) -> str:
     words = words_of(said)
     kept = words[: int(len(words) * min(1.0, words_kept) + 1e-9)]
     return _join(kept + words * babble_repeats, said)
+
+
+# ---- Which delivered pieces were faulted: the demo's summary, the benchmark, the tests ----
+
+
+@dataclass
+class FaultAudit:
+    """What the fault plan did to a set of jobs, read back from their manifests' `qa`.
+
+    An attempt is the rendering with one seed; the one a piece kept is its last when the piece
+    passed (the checks stop at the first that passes)."""
+
+    pieces: int = 0  # pieces checked, in manifests and quality failures
+    attempts: int = 0
+    faulted_attempts: Counter[str] = field(default_factory=Counter)  # by kind
+    rerendered: int = 0  # attempts beyond a piece's first
+    # Pieces stored as passed whose kept attempt was faulted: bad audio reported as done.
+    delivered_bad: Counter[str] = field(default_factory=Counter)
+    # Attempts the plan left clean that the checks rejected anyway.
+    clean_rejected: int = 0
+    clean_attempts: int = 0
+    quality_failed: int = 0  # jobs whose pieces failed every attempt (a failure, or passed false)
+
+    @property
+    def caught(self) -> int:
+        return sum(self.faulted_attempts.values()) - sum(self.delivered_bad.values())
+
+    def add(self, plan: FaultPlan, text: str, voice: str, qa: QaRecord) -> None:
+        """One job's `qa` (a manifest's or a quality failure's) against the plan."""
+        if not qa.passed:
+            self.quality_failed += 1
+        for piece, piece_text in zip(qa.pieces, piece_texts(text, qa), strict=False):
+            self.pieces += 1
+            self.attempts += piece.attempts
+            self.rerendered += piece.attempts - 1
+            faults = [plan.pick(piece_text, canonical_voice(voice), s) for s in piece.seeds]
+            for index, fault in enumerate(faults):
+                kept = piece.passed and index == len(faults) - 1
+                if fault is not None:
+                    self.faulted_attempts[fault] += 1
+                    if kept and qa.passed:
+                        self.delivered_bad[fault] += 1
+                else:
+                    self.clean_attempts += 1
+                    self.clean_rejected += not kept
+
+
+def piece_texts(text: str, qa: QaRecord) -> list[str]:
+    """The pieces' texts, from their lengths: the worker's pieces are trimmed, contiguous cuts
+    of the job's text (worker/speech.py speech_pieces), a single piece the text itself."""
+    if len(qa.pieces) == 1:
+        return [text]
+    texts, at = [], 0
+    for piece in qa.pieces:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        texts.append(text[at : at + piece.characters])
+        at += piece.characters
+    return texts
+
+
+def canonical_voice(voice: str) -> str:
+    """The speaker name the server renders for a job's voice (case-insensitive)."""
+    return {name.lower(): name for name in SPEAKERS}.get(voice.lower(), voice)
