@@ -13,14 +13,17 @@ from tts_fleet.local.speech_faults import (
     KINDS,
     SILENCE_SECONDS,
     TRUNCATE_KEEP,
+    FaultAudit,
     FaultPlan,
     FaultSpecError,
+    piece_texts,
     reshape,
     rewrite,
     spoken_words,
     stretch,
     words_of,
 )
+from worker.jobs import PieceQa, QaRecord
 
 TEXT = "It was a bright cold day in April. The clocks were striking thirteen and nobody minded."
 RATE = 24_000
@@ -145,3 +148,54 @@ def test_spoken_words_follow_what_is_kept() -> None:
     assert spoken_words("one two three four", 0.5) == "one two"
     assert spoken_words("one two", 1.0, babble_repeats=2) == "one two one two one two"
     assert spoken_words("今天很好", 0.5) == "今天"
+
+
+def seeds_with(plan: FaultPlan, text: str, voice: str, faults: list[str | None]) -> list[int]:
+    """Request seeds the plan gives exactly these faults, in order."""
+    found: list[int] = []
+    seed = 0
+    for wanted in faults:
+        while plan.pick(text, voice, seed) != wanted:
+            seed += 1
+        found.append(seed)
+        seed += 1
+    return found
+
+
+def record(seeds: list[int], passed: bool, text: str = TEXT) -> QaRecord:
+    piece = PieceQa(
+        characters=len(text), seconds=1.0, expected_seconds=1.0, longest_silence_s=0.1,
+        attempts=len(seeds), seeds=seeds, passed=passed,
+    )  # fmt: skip
+    return QaRecord(mode="asr", passed=passed, rerenders=len(seeds) - 1, pieces=[piece])
+
+
+def test_the_audit_tells_caught_faults_from_delivered_ones() -> None:
+    plan = FaultPlan.parse("truncate=0.2,garble=0.2", 5)
+    audit = FaultAudit()
+    # Caught: a truncated attempt, then a clean one kept.
+    audit.add(plan, TEXT, "ryan", record(seeds_with(plan, TEXT, "Ryan", ["truncate", None]), True))
+    # Delivered: the kept (last, passing) attempt was garbled.
+    audit.add(plan, TEXT, "Ryan", record(seeds_with(plan, TEXT, "Ryan", ["garble"]), True))
+    # A quality failure: every attempt faulted, nothing delivered as done.
+    every = seeds_with(plan, TEXT, "Ryan", ["garble", "truncate", "garble"])
+    audit.add(plan, TEXT, "Ryan", record(every, False))
+    # A clean attempt rejected, then a clean one kept: a false rejection.
+    audit.add(plan, TEXT, "Ryan", record(seeds_with(plan, TEXT, "Ryan", [None, None]), True))
+    assert audit.faulted_attempts == Counter({"garble": 3, "truncate": 2})
+    assert audit.delivered_bad == Counter({"garble": 1})
+    assert audit.caught == 4
+    assert (audit.pieces, audit.attempts, audit.rerendered) == (4, 8, 4)
+    assert (audit.clean_attempts, audit.clean_rejected, audit.quality_failed) == (3, 1, 1)
+
+
+def test_piece_texts_are_the_trimmed_contiguous_cuts() -> None:
+    text = "First sentence here.  Second one follows. Third."
+    cuts = ["First sentence here.", "Second one follows.", "Third."]
+    pieces = [
+        PieceQa(characters=len(c), seconds=1, expected_seconds=1, longest_silence_s=0,
+                attempts=1, seeds=[1], passed=True)
+        for c in cuts
+    ]  # fmt: skip
+    qa = QaRecord(mode="basic", passed=True, rerenders=0, pieces=pieces)
+    assert piece_texts(text, qa) == cuts
