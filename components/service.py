@@ -29,7 +29,7 @@ from components.service_policies import (
     task_protection_arn,
 )
 from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
-from worker.settings import DEFAULT_SPEECH_URL, worker_env
+from worker.settings import DEFAULT_ASR_URL, DEFAULT_SPEECH_URL, worker_env
 
 LOG_RETENTION_DAYS = 30
 # Read by vLLM, not by the worker: load the image's CUDA forward-compatibility libraries.
@@ -62,6 +62,13 @@ def worker_environment(
         max_text_chars=worker.max_text_chars,
         stop_timeout_seconds=worker.stop_timeout_seconds,
         stack_name=stack,
+        # Output checks (worker/qa/); the ASR server is beside vLLM-Omni (worker/asr_server.sh).
+        qa_mode=worker.qa.mode,
+        qa_retries=worker.qa.retries,
+        qa_max_wer=worker.qa.max_wer,
+        qa_on_fail=worker.qa.on_fail,
+        asr_url=DEFAULT_ASR_URL,
+        asr_model=worker.qa.asr_model,
     )
     if worker.cuda_compatibility:
         values[CUDA_COMPATIBILITY_ENV] = "1"

@@ -6,7 +6,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
@@ -37,10 +37,12 @@ MIN_RELEASE_SECONDS = 0.5
 EXIT_RESERVE_MAX_SECONDS = 1.0
 EXIT_RESERVE_FRACTION = 0.1
 # Output checks (worker/qa/, DESIGN §5.3): off, the signal checks, or those plus a transcript.
-QA_MODES = ("off", "basic", "asr")
+QaMode = Literal["off", "basic", "asr"]
+QA_MODES: tuple[str, ...] = get_args(QaMode)
 # What a job whose pieces fail every attempt becomes: a `quality:` failure, or a stored output
 # whose manifest says `qa.passed: false`.
-QA_ON_FAIL = ("fail", "keep")
+QaOnFail = Literal["fail", "keep"]
+QA_ON_FAIL: tuple[str, ...] = get_args(QaOnFail)
 # The ASR server beside vLLM-Omni in the GPU task (worker/asr_server.sh), loopback only.
 ASR_PORT = 8092
 DEFAULT_ASR_URL = f"http://127.0.0.1:{ASR_PORT}"
@@ -82,10 +84,10 @@ class Settings:
     stack_name: str = ""
     # Output checks (worker/qa/): the mode, re-renders of a bad piece with a new seed, the word
     # error rate above which a transcript fails (mode asr), what a job that never passes becomes.
-    qa_mode: str = "basic"
+    qa_mode: QaMode = "basic"
     qa_retries: int = 2
     qa_max_wer: float = 0.2
-    qa_on_fail: str = "fail"
+    qa_on_fail: QaOnFail = "fail"
     asr_url: str = DEFAULT_ASR_URL
     asr_model: str = DEFAULT_ASR_MODEL
 
