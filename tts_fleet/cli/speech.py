@@ -17,8 +17,9 @@ from tts_fleet.local.speech_server import BackendMissing, fault_plan, serve, ser
 def speech_server(**options: Any) -> None:
     """Serve POST /v1/audio/speech, GET /health and GET /v1/audio/voices on this machine.
 
-    Also POST /v1/audio/transcriptions (an ASR stand-in) on --asr-port. The first line printed is `listening on http://HOST:PORT`, the second
-    `asr listening on http://HOST:PORT`. --faults makes a share of the pieces come out bad."""
+    Also POST /v1/audio/transcriptions (an ASR stand-in) on --asr-port. The first line printed
+    is `listening on http://HOST:PORT`, the second `asr listening on http://HOST:PORT`.
+    --faults makes a share of the pieces come out bad."""
     options["faults"] = fault_plan(options["faults"], options.pop("fault_seed"))
     try:
         serve(**options)
