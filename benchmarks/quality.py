@@ -61,10 +61,14 @@ class Outcome:
 
 
 def jobs(count: int) -> list[Job]:
+    """Each text its own (a part number in front): with checks off the worker sends no seed,
+    and the stand-in answers the same request the same way, so repeated texts would share
+    their fault."""
     return [
-        Job(id=f"q{i:05d}", text=TEXTS[i % len(TEXTS)], voice=VOICES[(i // 3) % len(VOICES)])
+        Job(id=f"q{i:05d}", text=f"Part {i + 1}. {TEXTS[i % len(TEXTS)]}",
+            voice=VOICES[(i // 3) % len(VOICES)])
         for i in range(count)
-    ]
+    ]  # fmt: skip
 
 
 def fault_spec(share: float) -> str:
