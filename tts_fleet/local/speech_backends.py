@@ -8,7 +8,6 @@ and the talker stage stops at its context length.
 
 from __future__ import annotations
 
-import array
 import ctypes
 import math
 import re
@@ -93,15 +92,22 @@ class ToneBackend:
     SECONDS_PER_CHAR = 0.066
     SECONDS_PER_WIDE = 0.25
 
+    # The loudness of each character's share of the tone, from the character: two texts of one
+    # length and voice then differ in their energy envelope, as speech does (the ASR stand-in,
+    # tts_fleet/local/asr.py, tells pieces apart by it), and no stretch of it is silent.
+    PEAK = 8_000
+    LEVELS = 16  # loudness steps, down to half the peak
+
     def synthesize(self, text: str, voice: str, language: str, speed: float) -> bytes:
         seconds = max(0.2, spoken_seconds(text) / speed)
         period = 80 + 6 * sorted(SPEAKERS).index(voice)  # samples per cycle: 160-300 Hz
-        cycle = array.array(
-            "h", (int(8_000 * math.sin(2 * math.pi * i / period)) for i in range(period))
-        )
         total = int(seconds * self.sample_rate)
-        samples = cycle * (total // period + 1)
-        return samples[:total].tobytes()
+        cycle = np.sin(2 * np.pi * np.arange(period) / period).astype(np.float32)
+        steps = np.array([ord(c) % self.LEVELS for c in text] or [self.LEVELS - 1])
+        gains = (self.PEAK * (0.5 + 0.5 * steps / (self.LEVELS - 1))).astype(np.float32)
+        # Each character's slot of samples, in order, as long as the whole.
+        slots = np.repeat(gains, np.diff(np.linspace(0, total, steps.size + 1).astype(int)))
+        return bytes((np.resize(cycle, total) * slots).astype("<i2").tobytes())
 
 
 class EspeakBackend:

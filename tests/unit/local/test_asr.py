@@ -10,6 +10,7 @@ import pytest
 import soundfile  # type: ignore[import-untyped]
 
 from tts_fleet.local.asr import TranscriptionError, Transcripts, transcribe
+from tts_fleet.local.speech_backends import ToneBackend, to_float
 
 RATE = 24_000
 
@@ -81,3 +82,14 @@ def test_not_multipart_and_not_audio_are_refused() -> None:
     )
     with pytest.raises(TranscriptionError, match="could not decode"):
         transcribe(Transcripts(), request.headers["Content-Type"], request.read())
+
+
+def test_tone_pieces_of_one_length_and_voice_are_told_apart() -> None:
+    tone = ToneBackend()
+    texts = ["The cat sat on the mat.", "A dog ran in the park!!"]  # 23 characters each
+    transcripts = Transcripts()
+    audio = [to_float(tone.synthesize(t, "Ryan", "English", 1.0), tone.sample_rate) for t in texts]
+    assert audio[0].size == audio[1].size
+    for text, samples in zip(texts, audio, strict=True):
+        transcripts.remember(samples, RATE, text)
+    assert [transcripts.recall(samples, RATE) for samples in audio] == texts
