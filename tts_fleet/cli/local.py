@@ -124,6 +124,20 @@ NEXT_STEPS = (
 @click.option("--voice", help="Voice for jobs that do not set one (the demo's too).")
 @click.option("--language", help="Language for jobs that do not set one (the demo's too).")
 @split_chars_option
+@click.option(
+    "--faults",
+    metavar="KIND=SHARE,...",
+    help="Make that share of pieces come out bad, as a real model's sometimes do: runaway, "
+    "truncate, silence, drop, garble (e.g. runaway=0.04,garble=0.04); the workers' checks "
+    "should catch and re-render them.",
+)
+@click.option(
+    "--fault-seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Which pieces get a fault (with each request's text, voice and seed).",
+)
 @click.option("--json", "json_output", is_flag=True, help="Print the summary as JSON.")
 @click.option(
     "--keep-running",
@@ -151,6 +165,7 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
         raise click.UsageError("give --demo or --input, not both")
     if not (options.demo or options.input or options.keep_running):
         raise click.UsageError("nothing to do: give --demo N, --input PATH or --keep-running")
+    check_faults(options.faults)
     try:
         cfg = resolve_config(options)
     except ConfigError as error:
@@ -176,6 +191,16 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
     if resume:
         jobs = not_done_yet(jobs, options.out, err)
     _run(options, cfg, jobs, len(invalid))
+
+
+def check_faults(spec: str | None) -> None:
+    """A bad --faults fails before anything starts, as a usage error naming the flag."""
+    from tts_fleet.local.speech_faults import FaultPlan, FaultSpecError
+
+    try:
+        FaultPlan.parse(spec or "")
+    except FaultSpecError as error:
+        raise click.BadParameter(str(error), param_hint="--faults") from None
 
 
 def not_done_yet(jobs: list[Job], out: Path, err: Console) -> list[Job]:

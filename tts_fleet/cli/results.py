@@ -3,6 +3,7 @@ with --join put split texts back together (tts_fleet/client/results.py, books.py
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,13 @@ from tts_fleet.cli.sources import require_source
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.books import JoinReport, join_parts
-from tts_fleet.client.results import ResultsReport, download_results, result_objects
+from tts_fleet.client.results import (
+    ResultsReport,
+    checks_failed_in,
+    download_results,
+    quality_failures,
+    result_objects,
+)
 from tts_fleet.client.submit import load_submitted
 from tts_fleet.exit_codes import ExitCode
 
@@ -67,13 +74,29 @@ def results(
     ids = list(job_ids) + list(submitted)
     s3 = client_for("s3", target.aws)
     untrusted: dict[str, str] = {}
-    objects, missing = result_objects(s3, target, ids or None, id_prefix, submitted, untrusted)
+    qa: dict[str, Any] = {}
+    objects, missing = result_objects(s3, target, ids or None, id_prefix, submitted, untrusted, qa)
     with look.progress_bar(len(objects), "download", not as_json) as advance:
         report = download_results(s3, target, objects, out, threads=threads, progress=advance)
     report.untrusted.update(untrusted)
     look.warn_untrusted(report.untrusted)
+    # Failed on quality: among the ids not done, or every failed job under --prefix.
+    quality = quality_failures(s3, target, missing if ids else None, id_prefix)
     joined = join_parts(out, ids or None) if join else None
-    ctx.exit(finish_results(report, missing, out, as_json, joined))
+    ctx.exit(finish_results(report, missing, out, as_json, joined, Checks(qa, quality)))
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What the workers' output checks say of the jobs asked for (worker/qa/)."""
+
+    qa: dict[str, Any] = field(default_factory=dict)  # done id -> its manifest's `qa`
+    failed: dict[str, str] = field(default_factory=dict)  # id -> `quality: …` reason
+
+    @property
+    def kept(self) -> dict[str, str]:
+        """Done jobs stored although a piece failed its checks (QA_ON_FAIL=keep)."""
+        return checks_failed_in(self.qa)
 
 
 def finish_results(
@@ -82,12 +105,15 @@ def finish_results(
     out: Path,
     as_json: bool,
     joined: JoinReport | None = None,
+    checks: Checks | None = None,
 ) -> ExitCode:
+    checks = checks or Checks()
     if as_json:
         data: dict[str, Any] = {
             "dir": str(out), "downloaded": len(report.downloaded), "skipped": len(report.skipped),
             "failed": report.failed, "missing": missing, "bytes": report.bytes,
-            "untrusted": len(report.untrusted),
+            "untrusted": len(report.untrusted), "qa": checks.qa,
+            "quality_failed": checks.failed, "checks_failed": checks.kept,
         }  # fmt: skip
         if joined is not None:
             data["joined"] = joined.joined
@@ -97,6 +123,12 @@ def finish_results(
     else:
         for key, reason in sorted(report.failed.items()):
             click.secho(f"failed: {look.shown(key)}: {look.shown(reason)}", err=True, fg="red")
+        for job_id, reason in sorted(checks.failed.items()):
+            click.secho(f"failed: {look.shown_id(job_id)}: {look.shown(reason)}", err=True,
+                        fg="red")  # fmt: skip
+        for job_id, reason in sorted(checks.kept.items()):
+            click.secho(f"stored with qa.passed false: {look.shown_id(job_id)}: "
+                        f"{look.shown(reason)}", err=True, fg="yellow")  # fmt: skip
         if missing:
             click.echo(
                 f"not done (pending or failed): {', '.join(missing[: look.IDS_SHOWN])}", err=True

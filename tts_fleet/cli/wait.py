@@ -15,7 +15,7 @@ from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.events import wait_for_completions
 from tts_fleet.client.keys import untrusted_ids
-from tts_fleet.client.results import wait_for_outcomes
+from tts_fleet.client.results import OutcomeCache, checks_failed, wait_for_outcomes
 from tts_fleet.client.stack import ENV_EVENTS_QUEUE_URL
 from tts_fleet.client.submit import load_submitted
 from tts_fleet.exit_codes import ExitCode
@@ -82,6 +82,7 @@ def wait(
             f"bucket every {interval:g} s",
             err=True,
         )
+    cache = OutcomeCache()
     with look.progress_bar(len(ids), "wait", not as_json) as advance:
         on_settled = settled_counter(advance)
         if use_events and target.events_queue_url:
@@ -98,10 +99,14 @@ def wait(
                 interval=interval,
                 digests=submitted,
                 on_settled=on_settled,
+                cache=cache,
             )
     pending = [job_id for job_id in ids if job_id not in done and job_id not in failed]
     elapsed = time.monotonic() - started
-    ctx.exit(finish_wait(ids, done, failed, pending, elapsed, as_json, len(untrusted)))
+    # Quality failures are among `failed`, their reason `quality: …`; a job kept although its
+    # checks failed (QA_ON_FAIL=keep) is done, and said so when the polling read its manifest.
+    kept = checks_failed(cache, sorted(done))
+    ctx.exit(finish_wait(ids, done, failed, pending, elapsed, as_json, len(untrusted), kept))
 
 
 def settled_counter(advance: Callable[[int], None]) -> Callable[[int], None]:
@@ -123,8 +128,10 @@ def finish_wait(
     elapsed: float,
     as_json: bool,
     untrusted: int = 0,
+    kept: dict[str, str] | None = None,
 ) -> ExitCode:
     timed_out = bool(pending)
+    kept = kept or {}
     if as_json:
         look.emit_json(
             {
@@ -135,6 +142,7 @@ def finish_wait(
                 "timed_out": timed_out,
                 "elapsed_s": round(elapsed, 3),
                 "untrusted": untrusted,
+                "checks_failed": kept,
             }
         )
     else:
@@ -144,6 +152,9 @@ def finish_wait(
         )
         for job_id, reason in sorted(failed.items()):
             click.secho(f"failed: {look.shown_id(job_id)}: {look.shown(reason)}", fg="red")
+        for job_id, reason in sorted(kept.items()):
+            click.secho(f"stored with qa.passed false: {look.shown_id(job_id)}: "
+                        f"{look.shown(reason)}", fg="yellow")  # fmt: skip
         if timed_out:
             shown = ", ".join(pending[: look.IDS_SHOWN]) + (
                 " ..." if len(pending) > look.IDS_SHOWN else ""

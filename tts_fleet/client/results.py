@@ -111,12 +111,14 @@ def wait_for_outcomes(
     on_settled: Callable[[int], None] = lambda _: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    cache: OutcomeCache | None = None,
 ) -> tuple[set[str], dict[str, str]]:
     """Lists the bucket every `interval` until every id is settled or `timeout` has passed:
     (done ids, failed id -> reason), as `events.wait_for_completions` returns them. Done means
-    a manifest made from the request submitted (its digest), when known."""
+    a manifest made from the request submitted (its digest), when known. A `cache` given
+    keeps the manifests read, for `checks_failed`."""
     started = clock()
-    cache = OutcomeCache()
+    cache = cache if cache is not None else OutcomeCache()
     while True:
         done, failed = outcomes(s3, target, ids, cache, digests=digests)
         on_settled(len(done) + len(failed))
@@ -185,6 +187,48 @@ def read_failure(s3: Any, target: Target, job_id: str) -> tuple[FailureRecord | 
     return record, record.reason()
 
 
+# ---------------------------------------------------------------------- output checks
+
+
+def checks_failed(cache: OutcomeCache, done: Sequence[str]) -> dict[str, str]:
+    """Done jobs stored although a piece failed its checks (the worker's QA_ON_FAIL=keep: the
+    manifest's `qa.passed` is false), id -> the checks' reason, among the manifests a wait has
+    read (every done job's when it knows the submitted digests): no request of its own, so a
+    wait costs what it did."""
+    kept: dict[str, str] = {}
+    for job_id in sorted(done):
+        seen = cache.manifests.get(job_id)
+        manifest = seen[1] if seen is not None else None
+        if manifest is not None and manifest.qa is not None and not manifest.qa.passed:
+            kept[job_id] = manifest.qa.reason or "a check failed"
+    return kept
+
+
+def checks_failed_in(qa: dict[str, Any]) -> dict[str, str]:
+    """`checks_failed` for manifests' `qa` already read (`result_objects`), id -> reason."""
+    return {
+        job_id: record.get("reason") or "a check failed"
+        for job_id, record in sorted(qa.items())
+        if isinstance(record, dict) and record.get("passed") is False
+    }
+
+
+def quality_failures(
+    s3: Any, target: Target, ids: Sequence[str] | None, id_prefix: str = ""
+) -> dict[str, str]:
+    """Jobs that failed on quality (a failure record carrying the checks' `qa`: every attempt
+    of a piece failed, QA_ON_FAIL=fail), id -> the record's reason, which starts `quality:`.
+    Among `ids`, or every failed job whose id starts with `id_prefix`."""
+    listed = _json_etags(s3, target, FAILURES_PREFIX)
+    wanted = set(ids) if ids is not None else {i for i in listed if i.startswith(id_prefix)}
+    failed: dict[str, str] = {}
+    for job_id in sorted(wanted & listed.keys()):
+        record, reason = read_failure(s3, target, job_id)
+        if record is not None and record.id == job_id and record.qa is not None:
+            failed[job_id] = reason
+    return failed
+
+
 # ---------------------------------------------------------------------------- results
 
 ETAG_SIDECAR = ".tts-fleet-etags.json"
@@ -209,13 +253,15 @@ def result_objects(
     id_prefix: str = "",
     digests: Digests | None = None,
     untrusted: dict[str, str] | None = None,
+    qa: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The manifest and the audio it names of each done job, and the ids not done.
 
     Each object carries "Local", its file name: <id>.json and <id>.<format>, whatever key the
     audio has in the bucket (a re-made job's is <id>.<hash>.<format>). An id that is no job id,
     a listed record whose name is none (when every done job is wanted) and a manifest that is
-    not its job's own are left out and recorded in `untrusted`, key (or id) -> why."""
+    not its job's own are left out and recorded in `untrusted`, key (or id) -> why. Each
+    done job's output checks (its manifest's `qa`, when it has one) go into `qa`, id -> qa."""
     untrusted = untrusted if untrusted is not None else {}
     base = f"{target.prefix}{OUTPUTS_PREFIX}"
     listed = {item["Key"]: item for item in list_objects(s3, bucket_of(target), base + id_prefix)}
@@ -246,6 +292,8 @@ def result_objects(
             continue
         objects.append({**listed[manifest_key(job_id, target.prefix)], "Local": f"{job_id}.json"})
         objects.append({**audio, "Local": f"{job_id}.{fmt}"})
+        if qa is not None and manifest.qa is not None:
+            qa[job_id] = manifest.qa.model_dump()
     return objects, missing
 
 

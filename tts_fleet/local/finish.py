@@ -3,6 +3,7 @@ timeline drawn and the summary computed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Protocol
@@ -13,6 +14,7 @@ from tts_fleet.local.emulator import LocalAws
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.report import (
+    Quality,
     Summary,
     audio_seconds,
     latency,
@@ -20,8 +22,9 @@ from tts_fleet.local.report import (
     write_timeline,
 )
 from tts_fleet.local.scaler import Tick
+from tts_fleet.local.speech_faults import FaultAudit, FaultPlan
 from tts_fleet.stats import percentile
-from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, Job, Manifest
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, FailureRecord, Job, Manifest
 
 
 class FinishedRun(Protocol):
@@ -40,6 +43,9 @@ class FinishedRun(Protocol):
 
     @property
     def out_dir(self) -> Path: ...
+
+    @property
+    def fault_plan(self) -> FaultPlan | None: ...
 
 
 UNFINISHED_FILE = "unfinished.jsonl"
@@ -107,9 +113,39 @@ def collect(run: FinishedRun) -> Summary:
         interrupted=run.interrupted,
         out_dir=str(out),
         timeline=_timeline(run, submitted, out),
+        quality=quality(run, manifests, out / "failures"),
     )
     run.events.write("finished", **summary.to_json())
     return summary
+
+
+def quality(run: FinishedRun, manifests: list[Manifest], failures: Path) -> Quality | None:
+    """The output checks' figures (None when the workers ran without them), and with --faults
+    what the checks made of each faulted piece."""
+    records = [(m.id, m.qa) for m in manifests if m.qa is not None]
+    for path in sorted(failures.glob("*.json")):
+        with contextlib.suppress(ValueError, OSError):
+            failure = FailureRecord.model_validate_json(path.read_bytes())
+            if failure.qa is not None:
+                records.append((failure.id, failure.qa))
+    if not records:
+        return None
+    plan = run.fault_plan or FaultPlan()
+    jobs = {job.job_id: job for job in run.jobs}
+    audit = FaultAudit()
+    for job_id, qa in records:
+        job = jobs.get(job_id)  # a job sent from elsewhere (--keep-running): text unknown
+        text, voice = (job.text, job.voice) if job is not None else ("", "")
+        audit.add(plan, text, voice, qa)
+    return Quality(
+        mode=records[0][1].mode,
+        pieces=audit.pieces,
+        rerendered=audit.rerendered,
+        failed_jobs=audit.quality_failed,
+        injected=dict(audit.faulted_attempts) if plan.active else None,
+        caught=audit.caught,
+        delivered_bad=sum(audit.delivered_bad.values()),
+    )
 
 
 def _round(value: float | None) -> float | None:

@@ -12,6 +12,40 @@ from worker.jobs import Manifest
 
 
 @dataclass(frozen=True)
+class Quality:
+    """The workers' output checks over the run (manifests' and quality failures' `qa`), and
+    what became of the pieces the speech server was told to fault (--faults)."""
+
+    mode: str
+    pieces: int
+    rerendered: int  # attempts beyond a piece's first
+    failed_jobs: int  # jobs whose piece failed every attempt
+    injected: dict[str, int] | None = None  # faulted attempts by kind; None: no --faults
+    caught: int = 0
+    delivered_bad: int = 0  # faulted pieces stored as passed
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [
+            (
+                f"output checks ({self.mode})",
+                f"{self.pieces} pieces, {self.rerendered} re-rendered, "
+                f"{self.failed_jobs} job(s) failed on quality",
+            )
+        ]
+        if self.injected is not None:
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.injected.items())) or "none"
+            total = sum(self.injected.values())
+            rows.append(
+                (
+                    "faults injected (--faults)",
+                    f"{total} ({kinds}); caught {self.caught}, "
+                    f"delivered as done {self.delivered_bad}",
+                )
+            )
+        return rows
+
+
+@dataclass(frozen=True)
 class Summary:
     submitted: int
     completed: int
@@ -28,6 +62,7 @@ class Summary:
     interrupted: bool
     out_dir: str
     timeline: str | None
+    quality: Quality | None = None
 
     @property
     def ok(self) -> bool:
@@ -59,10 +94,15 @@ class Summary:
         ]
         if self.timeline:
             rows.append(("timeline", self.timeline))
+        if self.quality is not None:
+            rows += self.quality.rows()
         return rows
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        data = {**asdict(self), "ok": self.ok}
+        if self.quality is None:
+            del data["quality"]  # runs without checks keep their documented keys
+        return data
 
 
 def _workers(count: int) -> str:

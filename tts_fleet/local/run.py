@@ -30,11 +30,13 @@ from tts_fleet.cost.pools import pool_specs
 from tts_fleet.local import emulator as local_aws
 from tts_fleet.local import procs
 from tts_fleet.local.agent import EcsAgent
+from tts_fleet.local.asr import url_from_log as asr_url_from_log
 from tts_fleet.local.events import EventLog
 from tts_fleet.local.finish import collect
 from tts_fleet.local.pool import WorkerPool
 from tts_fleet.local.report import Summary
 from tts_fleet.local.scaler import LOCAL_METRIC_LAG_S, PoolScaler, Tick
+from tts_fleet.local.speech_faults import FaultPlan
 from tts_fleet.local.view import LiveView
 from tts_fleet.scaling.alarms import PERIOD_S
 from tts_fleet.scaling.controller import ControllerParams
@@ -93,6 +95,9 @@ class LocalOptions:
     voice: str | None = None
     language: str | None = None
     split_chars: int | None = None
+    # Issue 21: a share of bad pieces from the speech server (speech_faults.py), by this seed.
+    faults: str | None = None
+    fault_seed: int = 0
 
 
 CAPPED = ("minWorkers", "maxWorkers")  # a schedule's bounds, capped by --max-workers
@@ -197,6 +202,8 @@ class LocalRun:
         self.log_dir = options.out / "logs"
         self._crashes_seen = 0
         self._fetched: set[str] = set()  # output keys already in --out
+        # The speech server's ASR stand-in once it runs (None: the worker's default ASR_URL).
+        self.asr_url: str | None = None
 
     @property
     def out_dir(self) -> Path:
@@ -230,16 +237,32 @@ class LocalRun:
             self.log_dir / "speech-server.log",
             SPEECH_START_TIMEOUT_SECONDS,
             self.stopper.stop.is_set,
+            extra_args=self.fault_args(),
         )
         stack.callback(procs.stop, speech, 3.0)
         self.speech = speech
         self.speech_url = url
+        # The ASR stand-in the same process serves, for QA_MODE=asr.
+        self.asr_url = asr_url_from_log(self.log_dir / "speech-server.log", speech)
         self.events.write("speech_server_started", pid=speech.pid, url=url)
         self.pool = WorkerPool(
             self.worker_env(), self.agent, self.log_dir, self.options.stop_timeout, self.events
         )
         stack.callback(self.pool.shutdown, lambda: True)  # on an error: no drain, no orphans
         self.scaler = self._scaler()
+
+    @property
+    def fault_plan(self) -> FaultPlan | None:
+        """The speech server's fault plan, for the summary to tell caught faults apart."""
+        if not self.options.faults:
+            return None
+        return FaultPlan.parse(self.options.faults, self.options.fault_seed)
+
+    def fault_args(self) -> tuple[str, ...]:
+        """The speech server's --faults and --fault-seed (none: every piece clean)."""
+        if not self.options.faults:
+            return ()
+        return ("--faults", self.options.faults, "--fault-seed", str(self.options.fault_seed))
 
     def _scaler(self) -> PoolScaler:
         """The stack's `scaling.mode` on the fleet's clock: the alarms or the controller."""
@@ -274,6 +297,7 @@ class LocalRun:
             aws_region=local_aws.REGION,
             speech_url=self.speech_url,
             speech_model=worker.model,
+            asr_url=self.asr_url,
             concurrency=worker.concurrency,
             visibility_timeout=self.options.visibility_timeout,
             max_text_chars=worker.max_text_chars,

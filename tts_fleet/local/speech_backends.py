@@ -8,7 +8,6 @@ and the talker stage stops at its context length.
 
 from __future__ import annotations
 
-import array
 import ctypes
 import math
 import re
@@ -93,15 +92,22 @@ class ToneBackend:
     SECONDS_PER_CHAR = 0.066
     SECONDS_PER_WIDE = 0.25
 
+    # The loudness of each character's share of the tone, from the character: two texts of one
+    # length and voice then differ in their energy envelope, as speech does (the ASR stand-in,
+    # tts_fleet/local/asr.py, tells pieces apart by it), and no stretch of it is silent.
+    PEAK = 8_000
+    LEVELS = 16  # loudness steps, down to half the peak
+
     def synthesize(self, text: str, voice: str, language: str, speed: float) -> bytes:
         seconds = max(0.2, spoken_seconds(text) / speed)
         period = 80 + 6 * sorted(SPEAKERS).index(voice)  # samples per cycle: 160-300 Hz
-        cycle = array.array(
-            "h", (int(8_000 * math.sin(2 * math.pi * i / period)) for i in range(period))
-        )
         total = int(seconds * self.sample_rate)
-        samples = cycle * (total // period + 1)
-        return samples[:total].tobytes()
+        cycle = np.sin(2 * np.pi * np.arange(period) / period).astype(np.float32)
+        steps = np.array([ord(c) % self.LEVELS for c in text] or [self.LEVELS - 1])
+        gains = (self.PEAK * (0.5 + 0.5 * steps / (self.LEVELS - 1))).astype(np.float32)
+        # Each character's slot of samples, in order, as long as the whole.
+        slots = np.repeat(gains, np.diff(np.linspace(0, total, steps.size + 1).astype(int)))
+        return bytes((np.resize(cycle, total) * slots).astype("<i2").tobytes())
 
 
 class EspeakBackend:
@@ -258,13 +264,22 @@ class PromptTooLong(Exception):
     """vLLM's input check refused the prompt; the real server answers it with a 500."""
 
 
-def generate(audio: np.ndarray, prompt_len: int, speed: float) -> Generation:
+def frame_budget(prompt_len: int, max_new_tokens: int | None = None) -> int:
+    """Codec frames the talker may emit: what the context leaves, or `max_new_tokens` if less."""
+    allowed = MAX_MODEL_LEN - prompt_len
+    return allowed if max_new_tokens is None else min(allowed, max_new_tokens)
+
+
+def generate(
+    audio: np.ndarray, prompt_len: int, speed: float, max_new_tokens: int | None = None
+) -> Generation:
     """The talker's context budget applied to full audio: frames past it are never generated.
 
-    The real engine stops at max_model_len with finish reason "length" and the serving layer
-    returns what was decoded with HTTP 200 (the adapter only flags a length stop for the Base
-    task: Qwen3TTSAdapter.validate_generation). Codec frames are counted at speed 1, because the
-    server time-stretches after decoding (AudioMixin._apply_speed_adjustment).
+    The real engine stops at max_model_len, or at the request's `max_new_tokens`, with finish
+    reason "length" and the serving layer returns what was decoded with HTTP 200 (the adapter
+    only flags a length stop for the Base task: Qwen3TTSAdapter.validate_generation). Codec
+    frames are counted at speed 1, because the server time-stretches after decoding
+    (AudioMixin._apply_speed_adjustment).
     """
     if prompt_len > MAX_MODEL_LEN:
         raise PromptTooLong(
@@ -280,10 +295,11 @@ def generate(audio: np.ndarray, prompt_len: int, speed: float) -> Generation:
             " (prompt + requested output tokens)."
         )
     frames = max(MIN_FRAMES, math.ceil(audio.size / OUTPUT_RATE * speed * CODEC_FRAME_RATE))
-    allowed = MAX_MODEL_LEN - prompt_len
+    allowed = frame_budget(prompt_len, max_new_tokens)
     if frames <= allowed:
         return Generation(audio, frames, truncated=False)
-    keep = audio.size * allowed // frames
+    # What `allowed` frames decode to (frames count at speed 1, the audio is at `speed`).
+    keep = min(audio.size, round(allowed / CODEC_FRAME_RATE / speed * OUTPUT_RATE))
     return Generation(audio[:keep], allowed, truncated=True)
 
 

@@ -15,14 +15,22 @@ vllm-omni 0.30.0 wheel, `vllm_omni/entrypoints/openai/`):
 - 24 kHz audio encoded by soundfile exactly as `audio_utils_mixin.py` `create_audio` does,
   with no sample-rate header; the `X-VLLM-OMNI-*-TOKENS` usage headers;
 - the talker's 4,096-token context (`speech_backends.generate`): audio cut short with HTTP 200
-  past it, a 500 when the prompt alone does not fit.
+  past it, a 500 when the prompt alone does not fit; `max_new_tokens` when sent stops it
+  sooner, the same way; `seed` picks the rendering.
+
+Two things the real server does not do: `--faults` makes a share of the pieces come out bad
+as the real model's sometimes do (`speech_faults.py`; the header `X-TTS-FLEET-FAULT` names the
+fault), and a second port (`--asr-port`, 8092) answers `POST /v1/audio/transcriptions` by
+recalling what each piece says (`asr.py`: a stand-in, not a recognizer).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
+import math
 import re
 import sys
 import threading
@@ -38,18 +46,30 @@ import numpy as np
 import soundfile  # type: ignore[import-untyped]
 
 from tts_fleet.exit_codes import ExitCode
+from tts_fleet.local import asr
 from tts_fleet.local.speech_backends import (
     AUTO,
+    CODEC_FRAME_RATE,
     LANGUAGES,
     OUTPUT_RATE,
     SPEAKERS,
     Backend,
+    Generation,
     PromptTooLong,
+    frame_budget,
     generate,
     make_backend,
     prompt_tokens,
     text_tokens,
     to_float,
+)
+from tts_fleet.local.speech_faults import (
+    FaultPlan,
+    FaultSpecError,
+    reshape,
+    rewrite,
+    spoken_words,
+    stretch,
 )
 from worker.settings import DEFAULT_MODEL, SPEECH_PORT
 
@@ -107,6 +127,8 @@ class Request:
     format: str
     speed: float
     sample_rate: int | None
+    seed: int | None = None
+    max_new_tokens: int | None = None
 
 
 def model_variant(model: str) -> str | None:
@@ -160,6 +182,12 @@ def _check_schema(body: Any) -> dict[str, Any]:
     rate = body.get("sample_rate")
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0):
         raise _schema_error("sample_rate", "Input should be greater than 0")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise _schema_error("seed", "Input should be a valid integer")
+    limit = body.get("max_new_tokens")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise _schema_error("max_new_tokens", "Input should be a valid integer >= 1")
     return {
         **body,
         "voice": voice,
@@ -222,6 +250,8 @@ def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
         fields["response_format"],
         float(fields["speed"]),
         fields.get("sample_rate"),
+        fields.get("seed"),
+        fields.get("max_new_tokens"),
     )
 
 
@@ -274,11 +304,22 @@ class Latency:
 class SpeechServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], backend: Backend, latency: Latency, model: str):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        backend: Backend,
+        latency: Latency,
+        model: str,
+        faults: FaultPlan | None = None,
+        transcripts: asr.Transcripts | None = None,
+    ):
         super().__init__(address, Handler)
         self.backend = backend
         self.latency = latency
         self.model = model
+        self.faults = faults or FaultPlan()
+        # What each piece says, for the ASR stand-in on the other port.
+        self.transcripts = transcripts or asr.Transcripts()
 
     @property
     def url(self) -> str:
@@ -343,14 +384,10 @@ class Handler(BaseHTTPRequestHandler):
         self._synthesize(request)
 
     def _synthesize(self, request: Request) -> None:
-        backend = self.server.backend
         prompt_len = prompt_tokens(request.text, request.instructions)
         try:
             with self.server.latency:
-                pcm = backend.synthesize(
-                    request.text, request.voice, request.language, request.speed
-                )
-            result = generate(to_float(pcm, backend.sample_rate), prompt_len, request.speed)
+                piece = render(self.server, request, prompt_len)
         except PromptTooLong as error:
             # The engine's input check fails inside the stage pipeline, which create_speech
             # answers as an InternalServerError, not as the 400 a plain vLLM would give.
@@ -360,15 +397,106 @@ class Handler(BaseHTTPRequestHandler):
             log.exception("synthesis failed")
             self._error(HTTPError(500, f"Speech generation failed: {error}", "InternalServerError"))
             return
+        result = piece.generation
         if result.truncated:
-            log.info("talker hit max_model_len: %d frames, audio cut", result.output_tokens)
+            log.info("talker hit its budget: %d frames, audio cut", result.output_tokens)
         audio, rate = result.audio, OUTPUT_RATE
         if request.sample_rate is not None and request.sample_rate != rate:
             audio = to_float(_to_pcm16(audio), rate, request.sample_rate)
             rate = request.sample_rate
+        self.server.transcripts.remember(audio, rate, piece.spoken)
         body = encode(audio, rate, request.format)
         media_type = ENCODINGS[request.format][1]
-        self._send(200, body, media_type, usage_headers(request, result.output_tokens))
+        headers = usage_headers(request, result.output_tokens)
+        if piece.fault:
+            headers[FAULT_HEADER] = piece.fault
+        self._send(200, body, media_type, headers)
+
+
+FAULT_HEADER = "X-TTS-FLEET-FAULT"
+
+
+@dataclass(frozen=True)
+class Piece:
+    generation: Generation
+    fault: str | None
+    spoken: str  # the words really in the audio, for the ASR stand-in
+
+
+def render(server: SpeechServer, request: Request, prompt_len: int) -> Piece:
+    """The backend's speech, with the fault the plan gives this request, under the budget."""
+    plan, backend = server.faults, server.backend
+    fault = plan.pick(request.text, request.voice, request.seed) if plan.active else None
+    rng = plan.rng(request.text, request.voice, request.seed)
+    said = rewrite(fault, request.text, rng)
+    speak = functools.partial(backend.synthesize, voice=request.voice,
+                              language=request.language, speed=request.speed)  # fmt: skip
+    audio = to_float(speak(said.text), backend.sample_rate)
+    if said.stretch:
+        audio = stretch(audio, to_float(speak(request.text), backend.sample_rate).size, rng)
+    # Frames are counted at speed 1 (see generate), so the budget in samples scales by 1/speed.
+    frames = frame_budget(prompt_len, request.max_new_tokens)
+    budget = math.ceil(frames / CODEC_FRAME_RATE / request.speed * OUTPUT_RATE)
+    shaped = reshape(fault, audio, OUTPUT_RATE, budget, rng)
+    result = generate(shaped.audio, prompt_len, request.speed, request.max_new_tokens)
+    kept = shaped.words_kept
+    if result.truncated and fault != "runaway":
+        kept *= result.audio.size / max(1, shaped.audio.size)
+    if fault:
+        log.info(
+            "fault %s: seed %s, %d characters, %.2f s", fault, request.seed,
+            len(request.text), result.audio.size / OUTPUT_RATE,
+        )  # fmt: skip
+    return Piece(result, fault, spoken_words(said.text, kept, shaped.babble_repeats))
+
+
+class AsrServer(ThreadingHTTPServer):
+    """`POST /v1/audio/transcriptions` on its own port, as vLLM serves a Whisper model beside
+    the speech model; answers from the speech server's transcripts (asr.py)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], transcripts: asr.Transcripts) -> None:
+        super().__init__(address, AsrHandler)
+        self.transcripts = transcripts
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        name = host if isinstance(host, str) else host.decode()
+        return f"http://{name}:{port}"
+
+
+class AsrHandler(Handler):
+    server: AsrServer  # type: ignore[assignment]
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self._send(200, b"", "application/json")
+        elif self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": ASR_STAND_IN, "object": "model"}]})
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path != "/v1/audio/transcriptions":
+            self._json(404, {"detail": "Not Found"})
+            return
+        content_type = self.headers.get("Content-Type") or ""
+        try:
+            text = asr.transcribe(self.server.transcripts, content_type, raw)
+        except asr.TranscriptionError as error:
+            self._error(bad_request(str(error)))
+            return
+        body = json.dumps({"text": text, "stand_in": asr.STAND_IN}).encode()
+        self._send(200, body, "application/json", {ASR_HEADER: "recall"})
+
+
+ASR_HEADER = "X-TTS-FLEET-ASR"
+ASR_STAND_IN = "tts-fleet-recall"
+ASR_PORT = 8092  # where the GPU image serves its ASR model (worker's default ASR_URL)
 
 
 def _to_pcm16(audio: np.ndarray) -> bytes:
@@ -377,10 +505,29 @@ def _to_pcm16(audio: np.ndarray) -> bytes:
 
 @contextmanager
 def serve_in_thread(
-    backend: str = "tone", model: str = DEFAULT_MODEL, latency_ms: float = 0.0
+    backend: str = "tone",
+    model: str = DEFAULT_MODEL,
+    latency_ms: float = 0.0,
+    faults: FaultPlan | None = None,
 ) -> Iterator[SpeechServer]:
-    """The server on a free port in this process: the fast mode for tests."""
-    server = SpeechServer(("127.0.0.1", 0), make_backend(backend), Latency(latency_ms, 0), model)
+    """The server on a free port in this process: the fast mode for tests. `asr_in_thread`
+    serves its transcripts."""
+    server = SpeechServer(
+        ("127.0.0.1", 0), make_backend(backend), Latency(latency_ms, 0), model, faults
+    )
+    with _in_thread(server):
+        yield server
+
+
+@contextmanager
+def asr_in_thread(speech: SpeechServer) -> Iterator[AsrServer]:
+    """The ASR stand-in for `speech` on a free port in this process."""
+    with _in_thread(AsrServer(("127.0.0.1", 0), speech.transcripts)) as server:
+        yield server
+
+
+@contextmanager
+def _in_thread(server: S) -> Iterator[S]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -388,6 +535,9 @@ def serve_in_thread(
     finally:
         server.shutdown()
         server.server_close()
+
+
+S = TypeVar("S", bound=ThreadingHTTPServer)
 
 
 class BackendMissing(Exception):
@@ -402,9 +552,13 @@ def serve(
     batch_exponent: float = 0.5,
     model: str = DEFAULT_MODEL,
     log_level: str = "WARNING",
+    faults: FaultPlan | None = None,
+    asr_port: int | None = None,
 ) -> None:
-    """Serves until interrupted; first prints `listening on http://HOST:PORT` (flushed).
-    OSError when the port is taken; BackendMissing when the backend is not installed."""
+    """Serves until interrupted; first prints `listening on http://HOST:PORT`, then
+    `asr listening on http://HOST:PORT` (flushed). `asr_port` None: ASR_PORT, or a free port
+    when `port` is 0 (a test's server never takes the fixed port).
+    OSError when a port is taken; BackendMissing when the backend is not installed."""
     logging.basicConfig(
         level=log_level,
         stream=sys.stderr,
@@ -417,14 +571,37 @@ def serve(
         raise BackendMissing(
             f"backend {backend} is not installed ({error}); try: pip install -e '.[{extra}]'"
         ) from None
-    server = SpeechServer((host, port), made, Latency(latency_ms, batch_exponent), model)
+    plan = faults or FaultPlan()
+    server = SpeechServer((host, port), made, Latency(latency_ms, batch_exponent), model, plan)
+    if asr_port is None:
+        asr_port = 0 if port == 0 else ASR_PORT
+    try:
+        recall = AsrServer((host, asr_port), server.transcripts)
+    except OSError:
+        server.server_close()
+        raise
     print(f"listening on {server.url}", flush=True)
+    print(f"{asr.ASR_LINE}{recall.url}", flush=True)
+    if plan.active:
+        log.warning("injecting faults %s (fault seed %d)", plan.describe(), plan.seed)
+    asr_thread = threading.Thread(target=recall.serve_forever, daemon=True)
+    asr_thread.start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        recall.shutdown()
+        recall.server_close()
         server.server_close()
+
+
+def fault_plan(spec: str | None, seed: int) -> FaultPlan:
+    """--faults and --fault-seed as a plan; click.BadParameter naming --faults when bad."""
+    try:
+        return FaultPlan.parse(spec or "", seed)
+    except FaultSpecError as error:
+        raise click.BadParameter(str(error), param_hint="--faults") from None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -461,10 +638,31 @@ def server_options(func: F) -> F:
                 "-VoiceDesign/-Base suffix sets the task type it accepts",
             ),
             click.option("--log-level", default="WARNING", show_default=True),
+            click.option(
+                "--asr-port", type=int, default=None,
+                help=f"where POST /v1/audio/transcriptions is served (the ASR stand-in) "
+                f"[default: {ASR_PORT}; a free port when --port is 0]",
+            ),
+            *fault_options(),
         )
     ):  # fmt: skip
         func = option(func)
     return func
+
+
+def fault_options() -> tuple[Callable[[F], F], ...]:
+    """--faults and --fault-seed, shared with `tts-fleet local`."""
+    return (
+        click.option(
+            "--faults", default=None, metavar="KIND=SHARE,...",
+            help="make that share of pieces come out bad, as the real model's sometimes do: "
+            "runaway, truncate, silence, drop, garble (e.g. runaway=0.04,truncate=0.04)",
+        ),
+        click.option(
+            "--fault-seed", type=int, default=0, show_default=True,
+            help="which pieces get a fault (with the request's text, voice and seed)",
+        ),
+    )  # fmt: skip
 
 
 @click.command()
@@ -472,6 +670,7 @@ def server_options(func: F) -> F:
 @click.pass_context
 def main(ctx: click.Context, **options: Any) -> None:
     """Local stand-in for vLLM-Omni's /v1/audio/speech (Qwen3-TTS CustomVoice)."""
+    options["faults"] = fault_plan(options["faults"], options.pop("fault_seed"))
     try:
         serve(**options)
     except BackendMissing as error:

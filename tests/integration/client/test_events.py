@@ -25,7 +25,8 @@ from tts_fleet.client.events import Completion, parse_event, wait_for_completion
 from worker.jobs import FailureRecord, Manifest, failure_key, manifest_key, request_hash
 
 IDS = ["ch-1", "ch-2", "ch-3"]
-WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted"}
+WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted",
+             "checks_failed"}  # fmt: skip
 POISON = FailureRecord(
     id="ch-3",
     error="invalid job",

@@ -25,8 +25,10 @@ from worker.jobs import (
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
                "dlq_depth", "oldest_age_s", "ecs"}  # fmt: skip
-WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted"}
-RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes", "untrusted"}
+WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted",
+             "checks_failed"}  # fmt: skip
+RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes", "untrusted",
+                "qa", "quality_failed", "checks_failed"}  # fmt: skip
 DLQ_LIST_KEYS = {"dlq_url", "count", "messages"}
 DEAD_LETTER_KEYS = {"message_id", "job_id", "error", "receive_count", "sent_at", "body",
                     "failure"}  # fmt: skip

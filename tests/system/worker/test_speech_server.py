@@ -12,9 +12,10 @@ from collections.abc import Iterator
 import httpx
 import numpy as np
 import pytest
-import soundfile
+import soundfile  # type: ignore[import-untyped]
 
 from tests.lib.procs import ROOT, SpeechServer, start_speech_server
+from tts_fleet.local import asr
 from tts_fleet.local.speech_backends import (
     CODEC_FRAME_RATE,
     MAX_MODEL_LEN,
@@ -235,3 +236,94 @@ def test_tone_help_says_it_is_for_load_tests() -> None:
         check=True,
     ).stdout
     assert "FOR LOAD TESTS AND BENCHMARKS" in " ".join(out.split())
+
+
+# --- Issue 21: faults, seed, max_new_tokens and the ASR stand-in -------------------------
+
+TEXT = "It was a bright cold day in April. The clocks were striking thirteen and nobody minded."
+
+
+@pytest.fixture(scope="module")
+def truncating() -> Iterator[tuple[SpeechServer, str]]:
+    with start_speech_server("espeak", extra_args=("--faults", "truncate=1")) as running:
+        yield running, asr.url_from_log(running.log_path, running.proc)
+
+
+@pytest.fixture(scope="module")
+def runaway() -> Iterator[SpeechServer]:
+    with start_speech_server("tone", extra_args=("--faults", "runaway=1")) as running:
+        yield running
+
+
+def transcribe(asr_url: str, audio: bytes, model: str = "whisper") -> httpx.Response:
+    return httpx.post(
+        asr_url + "/v1/audio/transcriptions",
+        files={"file": ("piece.wav", audio, "audio/wav")},
+        data={"model": model},
+        timeout=30,
+    )
+
+
+def test_a_runaway_stops_at_max_new_tokens_when_sent(runaway: SpeechServer) -> None:
+    answer = post(runaway, input="Hello there.", voice="Ryan", max_new_tokens=100)
+    assert answer.headers["X-TTS-FLEET-FAULT"] == "runaway"
+    assert answer.headers["X-VLLM-OMNI-OUTPUT-TOKENS"] == "100"
+    assert decoded(answer.content, "wav")[1] == pytest.approx(100 / CODEC_FRAME_RATE, abs=0.01)
+
+
+def test_a_runaway_fills_the_context_when_max_new_tokens_is_not_sent(
+    runaway: SpeechServer,
+) -> None:
+    answer = post(runaway, input="Hello there.", voice="Ryan")
+    budget = MAX_MODEL_LEN - prompt_tokens("Hello there.", "")
+    assert answer.headers["X-VLLM-OMNI-OUTPUT-TOKENS"] == str(budget)
+    assert decoded(answer.content, "wav")[1] == pytest.approx(budget / CODEC_FRAME_RATE, 0.01)
+
+
+def test_a_clean_piece_longer_than_max_new_tokens_is_cut_to_it(tone: SpeechServer) -> None:
+    answer = post(tone, input=TEXT, voice="Ryan", max_new_tokens=20, seed=5)
+    assert "X-TTS-FLEET-FAULT" not in answer.headers
+    assert answer.headers["X-VLLM-OMNI-OUTPUT-TOKENS"] == "20"
+    assert decoded(answer.content, "wav")[1] == pytest.approx(20 / CODEC_FRAME_RATE, abs=0.01)
+
+
+@pytest.mark.parametrize(("field", "value"), [("seed", "7"), ("seed", True), ("max_new_tokens", 0)])
+def test_bad_seed_and_max_new_tokens_are_400s(
+    tone: SpeechServer, field: str, value: object
+) -> None:
+    answer = post(tone, input="Hi.", **{field: value})
+    assert answer.status_code == 400
+    assert field in answer.json()["error"]["message"]
+
+
+def test_the_asr_stand_in_hears_a_truncated_piece_without_its_end(
+    truncating: tuple[SpeechServer, str],
+) -> None:
+    server, asr_url = truncating
+    answer = post(server, input=TEXT, voice="Serena", seed=1)
+    assert answer.headers["X-TTS-FLEET-FAULT"] == "truncate"
+    heard = transcribe(asr_url, answer.content)
+    assert heard.status_code == 200 and heard.headers["X-TTS-FLEET-ASR"] == "recall"
+    text = heard.json()["text"]
+    assert TEXT.startswith(text) and 0 < len(text.split()) < len(TEXT.split())
+    assert "not a speech recognizer" in heard.json()["stand_in"]
+
+
+def test_the_asr_stand_in_refuses_audio_it_did_not_make(
+    truncating: tuple[SpeechServer, str],
+) -> None:
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.zeros(24_000 * 3 + 17, dtype=np.float32), 24_000, format="WAV")
+    answer = transcribe(truncating[1], buffer.getvalue())
+    assert answer.status_code == 400
+    assert "only audio the local speech server produced" in answer.json()["error"]["message"]
+
+
+def test_a_bad_faults_flag_exits_2_naming_it() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tts_fleet.local.speech_server", "--port", "0",
+         "--faults", "babble=0.1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--faults" in done.stderr and "unknown fault 'babble'" in done.stderr
