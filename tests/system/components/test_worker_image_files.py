@@ -26,8 +26,16 @@ from tests.lib.stack_support import WORKER_DIR
 
 ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
-# vLLM listens on loopback only: the worker beside it is its one client.
-VLLM_START = "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port}"
+# vLLM listens on loopback only: the worker beside it is its one client. The talker's graph
+# sizes follow CONCURRENCY (4 by default: worker/vllm_args.py).
+STAGE_OVERRIDES = '{"0":{"max_num_seqs":4,"compilation_config":{"cudagraph_capture_sizes":[1,2,4]}}}'
+VLLM_START = (
+    "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port} --stage-overrides "
+    + STAGE_OVERRIDES.replace("{", "{{").replace("}", "}}")
+)
+# The stand-in package runs the real helper modules the entrypoint calls (worker.vllm_args,
+# worker.compile_cache) and its own __main__: its directory comes first on the package path.
+STAND_IN_INIT = f"__path__.append({str(WORKER_DIR)!r})\n"
 
 FAKE_VLLM = """#!{python}
 import http.server, os, signal, sys, threading, time
@@ -112,7 +120,7 @@ def sandbox(tmp_path: Path) -> dict[str, str]:
     vllm.chmod(0o755)
     package = tmp_path / "pkg" / "worker"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
+    (package / "__init__.py").write_text(STAND_IN_INIT)
     (package / "__main__.py").write_text(FAKE_WORKER)
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
