@@ -28,7 +28,9 @@ ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
 # vLLM listens on loopback only: the worker beside it is its one client. The talker's graph
 # sizes follow CONCURRENCY (4 by default: worker/vllm_args.py).
-STAGE_OVERRIDES = '{"0":{"max_num_seqs":4,"compilation_config":{"cudagraph_capture_sizes":[1,2,4]}}}'
+STAGE_OVERRIDES = (
+    '{"0":{"max_num_seqs":4,"compilation_config":{"cudagraph_capture_sizes":[1,2,4]}}}'
+)
 VLLM_START = (
     "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port} --stage-overrides "
     + STAGE_OVERRIDES.replace("{", "{{").replace("}", "}}")
@@ -95,7 +97,7 @@ sys.exit(int(os.environ.get("WORKER_EXIT", "0")))
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
