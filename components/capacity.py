@@ -73,6 +73,11 @@ def managed_instances_provider(
             },
             "storage_configuration": {"storage_size_gib": args.gpu.storage_gib},
             "instance_requirements": requirements,
+            # `gpu.localStorage`: the data volume (image layers, the task's /data) on the
+            # instance's NVMe; the requirements above admit only types that have it.
+            "local_storage_configuration": (
+                {"use_local_storage": True} if args.gpu.local_storage else None
+            ),
         },
     }
 

@@ -190,6 +190,7 @@ class Platform(pulumi.ComponentResource):
                 task_role_arn=service.task_role_arn,
                 controller_role_arn=controller_role_arn,
                 break_glass_principal_arns=cfg.outputs.break_glass_principal_arns,
+                cache_writer=cfg.worker.weights == "s3",
             ),
             opts=child,
         )

@@ -29,9 +29,21 @@ from components.service_policies import (
     task_protection_arn,
 )
 from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
-from worker.settings import DEFAULT_SPEECH_URL, worker_env
+from worker.settings import (
+    DATA_DIR,
+    DEFAULT_SPEECH_URL,
+    WEIGHTS_DIR,
+    WEIGHTS_DIR_ENV,
+    WEIGHTS_URI_ENV,
+    weights_prefix,
+    worker_env,
+)
 
 LOG_RETENTION_DAYS = 30
+# `worker.weights: s3`: the task's scratch volume for the fetched weights (and the caches). No
+# host path: ECS gives the task its own directory on the host's data volume (the NVMe
+# instance store with `gpu.localStorage`), removed when the task stops.
+DATA_VOLUME = "data"
 # Read by vLLM, not by the worker: load the image's CUDA forward-compatibility libraries.
 CUDA_COMPATIBILITY_ENV = "VLLM_ENABLE_CUDA_COMPATIBILITY"
 
@@ -65,6 +77,11 @@ def worker_environment(
     )
     if worker.cuda_compatibility:
         values[CUDA_COMPATIBILITY_ENV] = "1"
+    if worker.weights == "s3":
+        # Read by worker/entrypoint.sh: fetch the snapshot here, into the data volume.
+        prefix = weights_prefix(worker.model, worker.model_revision)
+        values[WEIGHTS_URI_ENV] = f"s3://{bucket}/{prefix}"
+        values[WEIGHTS_DIR_ENV] = WEIGHTS_DIR
     return [{"name": k, "value": v} for k, v in values.items()]
 
 
@@ -112,6 +129,7 @@ class WorkerService(pulumi.ComponentResource):
             dlq_arn=args.dlq_arn,
             bucket_arn=args.bucket_arn,
             protection_arn=protection,
+            s3_weights=args.worker.weights == "s3",
         )
         task_role = self._role(name, "task", permissions, args.cluster_arn)
         task_definition = aws.ecs.TaskDefinition(
@@ -122,6 +140,7 @@ class WorkerService(pulumi.ComponentResource):
             execution_role_arn=execution_role.arn,
             task_role_arn=task_role.arn,
             container_definitions=self._containers(args, logs.name),
+            volumes=[{"name": DATA_VOLUME}] if args.worker.weights == "s3" else None,
             opts=child,
         )
         service = aws.ecs.Service(
@@ -211,6 +230,10 @@ class WorkerService(pulumi.ComponentResource):
                     },
                 },
             }
+            if args.worker.weights == "s3":
+                container["mountPoints"] = [
+                    {"sourceVolume": DATA_VOLUME, "containerPath": DATA_DIR}
+                ]
             return json.dumps([container])
 
         return pulumi.Output.all(

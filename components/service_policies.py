@@ -8,6 +8,7 @@ from __future__ import annotations
 import pulumi
 
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
+from worker.settings import CACHE_PREFIX, WEIGHTS_PREFIX
 
 CONTAINER_NAME = "worker"
 # Where the worker writes (DESIGN §3.3); the task role may touch nothing else in the bucket.
@@ -60,15 +61,38 @@ def execution_policy(
     }
 
 
+def weights_statements(bucket_arn: pulumi.Input[str]) -> list[dict]:
+    """`worker.weights: s3`: the task reads the model snapshot (`weights/`, written by an
+    operator's `tts-fleet weights upload`, never by a task) and reads and writes the compile
+    caches it saves after its first healthy start (`cache/`)."""
+    return [
+        {
+            "Sid": "ReadModelWeights",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": pulumi.Output.concat(bucket_arn, "/", WEIGHTS_PREFIX, "*"),
+        },
+        {
+            "Sid": "ReadWriteCompileCaches",
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject"],
+            "Resource": pulumi.Output.concat(bucket_arn, "/", CACHE_PREFIX, "*"),
+        },
+    ]
+
+
 def task_policy(
     *,
     queue_arn: pulumi.Input[str],
     dlq_arn: pulumi.Input[str],
     bucket_arn: pulumi.Input[str],
     protection_arn: pulumi.Input[str],
+    s3_weights: bool = False,
 ) -> dict:
-    """The worker's role: this queue, this DLQ, two prefixes of this bucket, its own protection."""
+    """The worker's role: this queue, this DLQ, two prefixes of this bucket, its own
+    protection; with `s3_weights` also the model snapshot and the compile caches."""
     objects = [pulumi.Output.concat(bucket_arn, "/", p, "*") for p in OUTPUT_PREFIXES]
+    weights = weights_statements(bucket_arn) if s3_weights else []
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -116,5 +140,6 @@ def task_policy(
                 "Action": ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
                 "Resource": protection_arn,
             },
+            *weights,
         ],
     }

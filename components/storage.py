@@ -29,6 +29,7 @@ from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.controller.settings import STATE_KEY
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
+from worker.settings import CACHE_PREFIX
 
 # Incomplete multipart uploads (an interrupted large upload) are billed until aborted.
 ABORT_MULTIPART_DAYS = 1
@@ -209,6 +210,7 @@ def bucket_policy(
     task_role_arn: str,
     controller_role_arn: str | None,
     break_glass: tuple[str, ...] = (),
+    cache_writer: bool = False,
 ) -> dict:
     """TLS only; the worker alone writes its prefixes, the controller alone its state."""
     worker = [task_role_arn, *break_glass]
@@ -224,6 +226,17 @@ def bucket_policy(
             worker,
         ),
     ]
+    if cache_writer:
+        # `worker.weights: s3`: vLLM loads the compile caches as code, so only the task
+        # role that saves them may write there.
+        document["Statement"].append(
+            _deny_others(
+                "OnlyTheWorkerWritesCompileCaches",
+                WRITE_ACTIONS,
+                f"{bucket_arn}/{CACHE_PREFIX}*",
+                worker,
+            )
+        )
     if controller_role_arn is not None:
         document["Statement"].append(
             _deny_others(
@@ -261,6 +274,7 @@ class BucketWritersArgs(ComponentArgs):
     task_role_arn: StrInput
     controller_role_arn: StrInput | None = None  # None: scaling.mode is alarms
     break_glass_principal_arns: tuple[str, ...] = ()
+    cache_writer: bool = False  # `worker.weights: s3`: the task role alone writes cache/
 
 
 class BucketWriters(pulumi.ComponentResource):
@@ -273,6 +287,6 @@ class BucketWriters(pulumi.ComponentResource):
         glass = args.break_glass_principal_arns
         document = pulumi.Output.all(
             args.bucket.bucket_arn, args.task_role_arn, args.controller_role_arn
-        ).apply(lambda arns: bucket_policy(arns[0], arns[1], arns[2], glass))
+        ).apply(lambda arns: bucket_policy(arns[0], arns[1], arns[2], glass, args.cache_writer))
         attach_policy(args.bucket, document, owner=self)
         self.register_outputs({})

@@ -259,3 +259,25 @@ def _stop_budget(settings: Settings) -> list[str]:
         f"drain, {MIN_STOP_TIMEOUT_SECONDS:g}s: the drain keeps the last 20 % of it to release "
         f"the messages it holds, and that takes up to {MIN_RELEASE_SECONDS:g}s"
     ]
+
+
+# ---- The model snapshot from S3 (`worker.weights: s3`) ------------------------------------
+# Not read by `python -m worker`: the task definition (components/service.py) writes them for
+# worker/entrypoint.sh, which runs `python -m worker.weights fetch "$WEIGHTS_URI" "$WEIGHTS_DIR"`
+# before vLLM starts and serves the directory. `tts-fleet weights upload` writes the snapshot
+# and its manifest under `weights_prefix(model, revision)` of the stack's bucket.
+WEIGHTS_URI_ENV = "WEIGHTS_URI"
+WEIGHTS_DIR_ENV = "WEIGHTS_DIR"
+WEIGHTS_PREFIX = "weights/"
+WEIGHTS_MANIFEST = "weights.json"
+# vLLM's compile caches, saved and restored per model, revision and GPU type: the task role
+# reads and writes them with `worker.weights: s3`.
+CACHE_PREFIX = "cache/"
+# The task's data volume inside the container (on the host's NVMe with `gpu.localStorage`).
+DATA_DIR = "/data"
+WEIGHTS_DIR = f"{DATA_DIR}/weights"
+
+
+def weights_prefix(model: str, revision: str) -> str:
+    """`weights/<model>/<revision>/`: where one snapshot of a model lives in the bucket."""
+    return f"{WEIGHTS_PREFIX}{model}/{revision}/"

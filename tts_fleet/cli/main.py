@@ -83,6 +83,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "deploy",
         "Preview and apply a stack with the Pulumi Automation API (what CI runs).",
     ),
+    "weights": CommandInfo(
+        "tts_fleet.cli.weights",
+        "weights",
+        "Upload a model snapshot and its weights.json to the stack's bucket (worker.weights: s3).",
+    ),
     "speech-server": CommandInfo(
         "tts_fleet.cli.speech",
         "speech_server",

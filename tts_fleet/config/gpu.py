@@ -24,6 +24,9 @@ EC2_NAMES = {
     "vcpu_count": "VCpuCount",
     "memory_mib": "MemoryMiB",
     "allowed_instance_types": "AllowedInstanceTypes",
+    "local_storage": "LocalStorage",
+    "local_storage_types": "LocalStorageTypes",
+    "total_local_storage_gb": "TotalLocalStorageGB",
 }
 EC2_BOUNDS = {"min": "Min", "max": "Max"}
 
@@ -44,6 +47,12 @@ def instance_requirements(gpu: GpuConfig) -> dict[str, Any]:
     }
     if gpu.allowed_instance_types:
         requirements["allowed_instance_types"] = list(gpu.allowed_instance_types)
+    if gpu.local_storage:
+        # `useLocalStorage` puts the data volume on instance store "when available": only
+        # types with NVMe SSD instance storage of at least storageGib keep it off EBS.
+        requirements["local_storage"] = "required"
+        requirements["local_storage_types"] = ["ssd"]
+        requirements["total_local_storage_gb"] = {"min": gpu.storage_gib}
     return requirements
 
 

@@ -304,6 +304,16 @@ class GpuConfig(_Section):
         le=16_384,
         description="Task volume size per host; it must hold the image and its baked weights.",
     )
+    local_storage: bool = Field(
+        False,
+        description=(
+            "Put the hosts' data volume (the image, the task's `/data` volume and the fetched"
+            " weights) on the instance's NVMe instance store (Managed Instances"
+            " `useLocalStorage`): only types with SSD instance storage of at least `storageGib`"
+            " are eligible (`tts-fleet preflight` lists which remain). Off by default, so"
+            " existing stacks keep their EBS data volume and every matching type."
+        ),
+    )
 
 
 class QueueConfig(_Section):
@@ -392,6 +402,19 @@ class WorkerConfig(_Section):
             " CUDA forward-compatibility libraries when the host driver is older."
         ),
     )
+    weights: Literal["s3", "image"] = Field(
+        "image",
+        description=(
+            "Where the task gets the model: `image` bakes the snapshot into the worker image"
+            " at build; `s3` fetches `weights/<model>/<modelRevision>/` of the stack's bucket"
+            " (written once by `tts-fleet weights upload`) to the task's data volume before"
+            " vLLM starts, verified file by file, so the image is ~4 GB smaller and the weights"
+            " arrive over parallel S3 connections. `image` is the default because it needs"
+            " no step besides `pulumi up` (an empty stack file deploys a working stack, and"
+            " existing stacks are unchanged); switch to `s3` after the upload"
+            " (docs/deploy.md#weights-from-s3)."
+        ),
+    )
     shared_memory_mib: int = Field(
         2048,
         ge=64,
@@ -421,7 +444,8 @@ class WorkerConfig(_Section):
                 )
             )
         elif (
-            not self.image  # a prebuilt image brings its own weights
+            # a prebuilt image brings its own weights, unless they come from S3
+            (not self.image or self.weights == "s3")
             and self.model != DEFAULT_MODEL
             and self.model_revision == _pinned_revision()
         ):
