@@ -13,7 +13,9 @@ first healthy start on a GPU type pays for torch.compile, Inductor and Triton.
 
 The key carries the GPU's name (`nvidia-smi`; GPU_NAME overrides it), because compiled
 kernels are specific to the GPU architecture; the model and revision are in CACHE_URI
-(`s3://<bucket>/cache/<model>/<revision>/`). CUDA graphs themselves are captured again at
+(`s3://<bucket>/cache/<model>/<revision>/`), which is WEIGHTS_URI's snapshot location with
+`cache/` for `weights/` unless set: the task role may read and write `cache/*` exactly when
+the weights come from S3 (`worker.weights: s3`, components/service_policies.py). CUDA graphs themselves are captured again at
 every start; what is cached is what produces them.
 https://docs.vllm.ai/en/latest/design/torch_compile.html
 
@@ -36,6 +38,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from worker.settings import CACHE_PREFIX, WEIGHTS_PREFIX, WEIGHTS_URI_ENV
 
 log = logging.getLogger("worker.compile_cache")
 
@@ -68,6 +72,18 @@ def gpu_name(environ: Mapping[str, str], run: Callable[..., Any] = subprocess.ru
         return ""
     lines = answer.stdout.strip().splitlines() if answer.returncode == 0 else []
     return lines[0].strip() if lines else ""
+
+
+def cache_uri(environ: Mapping[str, str]) -> str:
+    """CACHE_URI, else `s3://<bucket>/cache/<model>/<revision>/` beside WEIGHTS_URI's
+    `weights/<model>/<revision>/`; empty when neither says where."""
+    if environ.get(CACHE_URI_ENV):
+        return environ[CACHE_URI_ENV]
+    weights = environ.get(WEIGHTS_URI_ENV, "")
+    bucket, _, key = weights.removeprefix("s3://").partition("/")
+    if not weights.startswith("s3://") or not key.startswith(WEIGHTS_PREFIX):
+        return ""
+    return f"s3://{bucket}/{CACHE_PREFIX}{key.removeprefix(WEIGHTS_PREFIX)}"
 
 
 def archive_location(cache_uri: str, gpu: str) -> tuple[str, str]:
@@ -135,7 +151,7 @@ def main(argv: list[str], environ: Mapping[str, str] = os.environ) -> int:
         log.error("usage: python -m worker.compile_cache restore|save")
         return 2
     action = argv[0]
-    uri, root = environ.get(CACHE_URI_ENV, ""), environ.get(CACHE_ROOT_ENV, "")
+    uri, root = cache_uri(environ), environ.get(CACHE_ROOT_ENV, "")
     gpu = gpu_name(environ)
     if not (uri and root and gpu):
         log.info(

@@ -4,7 +4,7 @@
 # 0. Skip repeated work (issue 24). With WEIGHTS_URI set (`worker.weights: s3`), the weights
 #    are fetched into WEIGHTS_DIR first (`python -m worker.weights fetch`, worker/weights.py)
 #    and served from there under the model's name. vLLM's compile caches (VLLM_CACHE_ROOT,
-#    Triton's beneath it) are restored from CACHE_URI for this GPU type
+#    Triton's beneath it) are restored from S3 for this GPU type (`cache/` beside `weights/`)
 #    (worker/compile_cache.py), and the talker's CUDA-graph sizes are matched to CONCURRENCY
 #    (`--stage-overrides`, worker/vllm_args.py).
 # 1. `vllm serve "$MODEL" --omni --host 127.0.0.1 --port 8091` starts in the background, on
@@ -110,7 +110,9 @@ if [[ -n "${WEIGHTS_URI:-}" ]]; then
   serve=("$WEIGHTS_DIR" --served-model-name "$MODEL")
 fi
 
-export VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-${TMPDIR:-/tmp}/vllm-cache}"
+# Beside the fetched weights (the task's data volume, NVMe with gpu.localStorage), else /tmp.
+if [[ -n "${WEIGHTS_URI:-}" ]]; then cache_home="${WEIGHTS_DIR%/*}"; else cache_home="${TMPDIR:-/tmp}"; fi
+export VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-$cache_home/vllm-cache}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$VLLM_CACHE_ROOT/triton}"
 mark cache-start
 "$PYTHON" -m worker.compile_cache restore # never fails the start: a miss only costs time

@@ -19,6 +19,7 @@ from worker.compile_cache import (
     ARCHIVE,
     RESTORED_MARK,
     archive_location,
+    cache_uri,
     gpu_name,
     gpu_slug,
     main,
@@ -138,3 +139,13 @@ def test_the_command_never_fails_a_start(
     assert main(["restore"], {**env, "CACHE_URI": ""}) == 0  # e.g. a local run
     assert "restore skipped" in caplog.text
     assert main(["bogus"], env) == 2
+
+
+def test_the_cache_lives_beside_the_weights_unless_told() -> None:
+    weights = "s3://b/weights/Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice/0c0e3051/"
+    assert cache_uri({"WEIGHTS_URI": weights}) == (
+        "s3://b/cache/Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice/0c0e3051/"
+    )
+    assert cache_uri({"WEIGHTS_URI": weights, "CACHE_URI": "s3://c/x/"}) == "s3://c/x/"
+    assert cache_uri({"WEIGHTS_URI": "s3://b/elsewhere/"}) == ""
+    assert cache_uri({}) == ""  # baked weights: no cache/ grant, no cache

@@ -79,8 +79,7 @@ def sandbox(tmp_path: Path) -> dict[str, str]:
         "PYTHONPATH": f"{tmp_path / 'pkg'}:{root}",
         "EVENTS": str(tmp_path / "events"),
         "COLDSTART_MARKS": str(tmp_path / "marks"),
-        "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache"),
-        "WEIGHTS_DIR": str(tmp_path / "weights"),
+        "WEIGHTS_DIR": str(tmp_path / "data" / "weights"),
         "GPU_NAME": "NVIDIA L4",
         "TMPDIR": str(tmp_path),
     }
@@ -131,7 +130,6 @@ def test_every_phase_is_emitted_in_order_with_ecs_s_own_figures(
     port = free_port()
     t0 = time.time() - 110  # the task was created 110 s ago; its container started 5.5 s ago
     created, pull_started, pull_stopped, started = t0, t0 + 60, t0 + 102.25, t0 + 104.5
-    cache_uri = f"s3://{names['bucket']}/cache/{MODEL}/0c0e3051/"
     with ecs_stand_in(created, pull_started, pull_stopped, started) as ecs:
         env = {
             **worker_test_env(aws_env, **env_for(names)),
@@ -142,7 +140,6 @@ def test_every_phase_is_emitted_in_order_with_ecs_s_own_figures(
             "STACK_NAME": STACK,
             "HEALTH_TIMEOUT_SECONDS": "60",
             "WEIGHTS_URI": f"s3://{names['bucket']}/weights/{MODEL}/0c0e3051/",
-            "CACHE_URI": cache_uri,
             "ECS_CONTAINER_METADATA_URI_V4": ecs.metadata_uri,
             "AWS_ENDPOINT_URL_ECS": ecs.url,
             "IMDS_URL": ecs.url,
@@ -189,5 +186,7 @@ def test_every_phase_is_emitted_in_order_with_ecs_s_own_figures(
         f"vllm serve {sandbox['WEIGHTS_DIR']} --served-model-name {MODEL} --omni "
     )
     assert "job first done" in (tmp_path / "stderr").read_text()
+    # The compile cache went beside the weights, and from there to cache/ beside weights/.
+    assert (tmp_path / "data" / "vllm-cache" / "torch_compile_cache" / "graph.bin").exists()
     assert f"GET {ecs.metadata_uri.removeprefix(ecs.url)}/task" in ecs.requests
     assert "POST AmazonEC2ContainerServiceV20141113.DescribeTasks" in ecs.requests
