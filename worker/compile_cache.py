@@ -15,8 +15,8 @@ The key carries the GPU's name (`nvidia-smi`; GPU_NAME overrides it), because co
 kernels are specific to the GPU architecture; the model and revision are in CACHE_URI
 (`s3://<bucket>/cache/<model>/<revision>/`), which is WEIGHTS_URI's snapshot location with
 `cache/` for `weights/` unless set: the task role may read and write `cache/*` exactly when
-the weights come from S3 (`worker.weights: s3`, components/service_policies.py). CUDA graphs themselves are captured again at
-every start; what is cached is what produces them.
+the weights come from S3 (`worker.weights: s3`, components/service_policies.py). CUDA graphs
+themselves are captured again at every start; what is cached is what produces them.
 https://docs.vllm.ai/en/latest/design/torch_compile.html
 
 The archive is untrusted input (anyone who may write `cache/` chose its bytes): members are
