@@ -35,17 +35,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from worker.metrics import (
+    CACHE,
+    CANARY,
+    COLD_START_PHASES,
+    FIRST_JOB,
+    PROVISION,
+    PULL,
+    SERVER,
+    TOTAL,
+    WEIGHTS,
+)
+
 log = logging.getLogger("worker")
 
-PROVISION = "provision"
-PULL = "pull"
-WEIGHTS = "weights"
-CACHE = "cache"
-SERVER = "server"
-CANARY = "canary"
-FIRST_JOB = "first-job"
-TOTAL = "total"
-PHASES = (PROVISION, PULL, WEIGHTS, CACHE, SERVER, CANARY, FIRST_JOB, TOTAL)
+PHASES = COLD_START_PHASES
 STARTUP_PHASES = (PROVISION, PULL, WEIGHTS, CACHE, SERVER, CANARY)
 
 # The marks worker/entrypoint.sh writes, as (start, end) per phase it times.

@@ -92,6 +92,17 @@ COLD_START_SECONDS = "ColdStartSeconds"
 PHASE_DIMENSION = "Phase"
 INSTANCE_TYPE_DIMENSION = "InstanceType"
 COLD_START_DIMENSIONS = (STACK_DIMENSION, PHASE_DIMENSION, INSTANCE_TYPE_DIMENSION)
+# The phases, in the order a cold start goes through them (worker/coldstart.py says what each
+# spans); `total` is the whole of it, task created → first job done.
+PROVISION = "provision"
+PULL = "pull"
+WEIGHTS = "weights"
+CACHE = "cache"
+SERVER = "server"
+CANARY = "canary"
+FIRST_JOB = "first-job"
+TOTAL = "total"
+COLD_START_PHASES = (PROVISION, PULL, WEIGHTS, CACHE, SERVER, CANARY, FIRST_JOB, TOTAL)
 
 
 def cold_start_record(
