@@ -4,6 +4,7 @@
 then sits in PROVISIONING. This asks EC2 and Service Quotas, before the deploy:
 - which instance types match `tts-fleet:gpu` in the region: the attributes the capacity
   provider gets, from the one source both use (tts_fleet/config/gpu.py), in EC2's API names;
+- with `gpu.localStorage`, which types its instance-storage requirement leaves out;
 - in which of the stack's availability zones each is offered;
 - the account's vCPU quota for the family class and purchase option (Service Quotas);
 - the largest worker count that quota allows, warned when it is below `scaling.maxWorkers`;
@@ -103,6 +104,9 @@ class Preflight:
     price: Price | None
     unpriced: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # gpu.localStorage only (else None): the types that match tts-fleet:gpu without it, which
+    # the instance-storage requirement leaves out.
+    local_storage_excluded: list[str] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +129,12 @@ def matching_types(ec2: Any, gpu: GpuConfig) -> list[str]:
         InstanceRequirements=ec2_instance_requirements(gpu),
     )
     return sorted({t["InstanceType"] for page in pages for t in page["InstanceTypes"]})
+
+
+def local_storage_excluded(ec2: Any, gpu: GpuConfig, kept: list[str]) -> list[str]:
+    """The types `gpu.localStorage` leaves out: those that match without it."""
+    without = matching_types(ec2, gpu.model_copy(update={"local_storage": False}))
+    return sorted(set(without) - set(kept))
 
 
 def type_facts(ec2: Any, names: list[str]) -> dict[str, tuple[int, int]]:
@@ -245,6 +255,7 @@ def run_preflight(cfg: StackConfig, stack: str, region: str, ec2: Any, quotas: A
     try:
         zones = stack_zones(ec2, cfg.network)
         names = matching_types(ec2, cfg.gpu)
+        excluded = local_storage_excluded(ec2, cfg.gpu, names) if cfg.gpu.local_storage else None
         facts = type_facts(ec2, names)
         offers = offered_zones(ec2, names)
     except ClientError as error:
@@ -268,6 +279,7 @@ def run_preflight(cfg: StackConfig, stack: str, region: str, ec2: Any, quotas: A
         max_workers=cfg.scaling.max_workers,
         price=price,
         unpriced=unpriced,
+        local_storage_excluded=excluded,
     )
     result.warnings = warnings(result)
     return result
@@ -275,7 +287,13 @@ def run_preflight(cfg: StackConfig, stack: str, region: str, ec2: Any, quotas: A
 
 def warnings(result: Preflight) -> list[str]:
     found: list[str] = []
-    if not result.eligible:
+    if not result.eligible and result.local_storage_excluded:
+        found.append(
+            f"gpu.localStorage leaves no instance type in {result.region}: "
+            f"{', '.join(result.local_storage_excluded)} match tts-fleet:gpu but lack SSD "
+            "instance storage of gpu.storageGib (lower it, or turn gpu.localStorage off)"
+        )
+    elif not result.eligible:
         found.append(
             f"no instance type in {result.region} matches tts-fleet:gpu: Managed Instances "
             "cannot launch a host (widen gpu.vcpu / gpu.memoryGib or lower gpu.minGpuMemoryGib)"
@@ -345,6 +363,11 @@ def render(result: Preflight) -> str:
     for t in result.eligible:
         where = " ".join(t.zones) if t.zones else "not offered in the stack's zones"
         lines.append(f"  {t.name:<16} {t.vcpus:>3} vCPU  {t.gpus} GPU  {where}")
+    if result.local_storage_excluded is not None:
+        left_out = ", ".join(result.local_storage_excluded) or "none"
+        lines.append(
+            f"gpu.localStorage: only types with SSD instance storage; left out: {left_out}"
+        )
     for c in result.quotas:
         value = "unknown" if c.vcpus is None else f"{c.vcpus:g} vCPU"
         lines.append(

@@ -380,3 +380,49 @@ def test_the_client_reads_the_outputs_main_exports(
         EXPORTED_TEXT_LIMIT,
     )
     assert None not in resolved
+
+
+# ---- the model snapshot (`worker.weights: s3`) ------------------------------------------
+# Written by `tts-fleet weights upload` (tts_fleet/client/weights.py), located for the task by
+# WEIGHTS_URI on its task definition, allowed by its task role's policy, read and checked by
+# `python -m worker.weights fetch`.
+
+
+def test_the_task_fetches_the_uploaded_snapshot_from_where_its_role_may_read(
+    aws_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.lib.weights_snapshot import files_in, make_snapshot
+    from tts_fleet.client.weights import snapshot_files, upload_snapshot
+    from worker.weights.__main__ import main as fetch_main
+
+    revision = "ab" * 20
+    mocks = run_platform({"worker": {**WORKER_CONFIG, "weights": "s3", "modelRevision": revision}})
+    env = _task_env(mocks)
+    [task_policy] = [
+        r for r in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-task-policy")
+    ]
+    readable = [
+        str(arn).removeprefix("arn:aws:s3:::")
+        for s in policy(task_policy)["Statement"]
+        if "s3:GetObject" in _listed(s["Action"])
+        for arn in _listed(s["Resource"])
+    ]
+    bucket = mocks.one("aws:s3/bucket:Bucket").name
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    contents = make_snapshot(tmp_path / "snapshot", {"config.json": 40, "a/b.safetensors": 5000})
+    upload_snapshot(
+        s3, bucket, "Qwen/Contract-Model", revision, snapshot_files(tmp_path / "snapshot")
+    )
+
+    assert fetch_main(["fetch", env["WEIGHTS_URI"], str(tmp_path / "dest")], env={}) == 0
+    assert files_in(tmp_path / "dest") == contents
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    for key in keys:  # every object the fetch reads, the task role may read
+        assert any(fnmatch.fnmatchcase(f"{bucket}/{key}", p) for p in readable), (key, readable)
+    assert env["WEIGHTS_DIR"].startswith("/data/")
+    capsys.readouterr()
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
