@@ -31,6 +31,7 @@ from components.service_policies import (
 from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
 from worker.settings import (
     DATA_DIR,
+    DEFAULT_ASR_URL,
     DEFAULT_SPEECH_URL,
     WEIGHTS_DIR,
     WEIGHTS_DIR_ENV,
@@ -74,6 +75,13 @@ def worker_environment(
         max_text_chars=worker.max_text_chars,
         stop_timeout_seconds=worker.stop_timeout_seconds,
         stack_name=stack,
+        # Output checks (worker/qa/); the ASR server is beside vLLM-Omni (worker/asr_server.sh).
+        qa_mode=worker.qa.mode,
+        qa_retries=worker.qa.retries,
+        qa_max_wer=worker.qa.max_wer,
+        qa_on_fail=worker.qa.on_fail,
+        asr_url=DEFAULT_ASR_URL,
+        asr_model=worker.qa.asr_model,
     )
     if worker.cuda_compatibility:
         values[CUDA_COMPATIBILITY_ENV] = "1"

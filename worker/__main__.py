@@ -37,6 +37,7 @@ from worker.events import Event, Events, Happened  # noqa: E402
 from worker.loop import Worker  # noqa: E402
 from worker.metrics import ColdStartMetrics, Metrics  # noqa: E402
 from worker.protection import Protection  # noqa: E402
+from worker.qa.guard import guard_from  # noqa: E402
 from worker.settings import Settings, SettingsError, load_settings  # noqa: E402
 from worker.speech import SpeechClient  # noqa: E402
 from worker.startup import (  # noqa: E402
@@ -82,6 +83,7 @@ def _speech_client(settings: Settings) -> SpeechClient:
         settings.speech_timeout_seconds,
         settings.speech_retries,
         settings.speech_chunk_chars,
+        guard=guard_from(settings),
     )
 
 

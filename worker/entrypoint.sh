@@ -198,6 +198,17 @@ supervise() {
 wait_for_health
 mark server-healthy
 "$PYTHON" -m worker.compile_cache save &
+# QA_MODE=asr: the transcript check's recognizer, a second vLLM server (worker/asr_server.sh).
+if [[ "${QA_MODE:-}" == asr ]]; then
+  source "${BASH_SOURCE[0]%/*}/asr_server.sh"
+  if ! asr_start "$health_timeout"; then
+    asr_stop_begin
+    stop_vllm "$vllm_stop"
+    asr_stop_end 0
+    exit $((stopping ? 0 : 1))
+  fi
+  asr_watch "$vllm_pid"
+fi
 log "speech server healthy on :${PORT}; starting the worker" \
   "(stop budget $(seconds_text "$stop_total")s: worker $(seconds_text "$worker_stop")s," \
   "vLLM $(seconds_text "$vllm_stop")s)"
@@ -219,7 +230,9 @@ if [[ -z "$worker_status" ]]; then
 fi
 status=$worker_status
 log "worker exited with ${status}; stopping the speech server"
+if declare -F asr_stop_begin >/dev/null; then asr_stop_begin; fi # inside vLLM's stop budget
 stop_vllm "$vllm_stop"
+if declare -F asr_stop_end >/dev/null; then asr_stop_end 0; fi
 if ((vllm_died)); then
   log "exiting 1: the speech server died while the worker ran"
   exit 1

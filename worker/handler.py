@@ -6,7 +6,9 @@ Invariants: a job whose manifest exists (made from this request, or from one sen
 never synthesized again, only its message deleted; a permanent failure is recorded and
 dead-lettered before its message is deleted, unless its manifest turns out to be there; a
 transient failure releases the message with a growing delay so the queue's maxReceiveCount
-bounds it, and the last receive it allows records why.
+bounds it, and the last receive it allows records why. A job whose output failed its checks
+(worker/qa/) on every attempt is never stored as passed: with QA_ON_FAIL=fail it is a permanent
+failure whose reason starts `quality:`, with keep its manifest says `qa.passed: false`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from worker.consumer import Control
 from worker.counting import Counter, counts_here
 from worker.events import Event, Events
 from worker.held import HeldMessage, KeyLocks
-from worker.jobs import FailureRecord, InvalidJob, Job, Manifest, parse_job
+from worker.jobs import FailureRecord, InvalidJob, Job, Manifest, QaRecord, parse_job
 from worker.metrics import Metrics
 from worker.outputs import MAX_ERROR_ATTRIBUTE_BYTES, OutputStore, Stored, Verdict, sqs_text
 from worker.settings import Settings
@@ -29,6 +31,8 @@ from worker.speech import PermanentSpeechError, Speech, TransientSpeechError
 
 # Manifest swaps lost to other writers before the job is released to try again later.
 MAX_SWAPS = 3
+# The failure kind of a job whose output failed its checks: its reason reads "quality: …".
+QUALITY = "quality"
 
 
 class Synthesizer(Protocol):
@@ -102,6 +106,15 @@ class TtsHandler:
                 began = self.clock.monotonic()
                 speech = self.speech.synthesize(job)
                 synth_s = self.clock.monotonic() - began
+            qa = speech.qa
+            if qa is not None:
+                self.metrics.checked(
+                    speech.checked, speech.rejected, speech.rejected_by or {},
+                    job_id=job.job_id, worker=self.settings.worker_id,
+                )  # fmt: skip
+                if not qa.passed and self.settings.qa_on_fail == "fail":
+                    self._fail(held, control, QUALITY, qa.reason or "a check failed", job, qa)
+                    return
             self._complete(held, control, job, speech, synth_s)
         except PermanentSpeechError as error:
             self._fail(held, control, "rejected by the speech server", str(error), job)
@@ -144,6 +157,7 @@ class TtsHandler:
             sent_at_ms=sent,
             message_id=held.message_id,
             sender_id=held.sender_id,
+            qa=speech.qa,
         )
         with held.writing() as allowed:
             if allowed:
@@ -176,7 +190,13 @@ class TtsHandler:
     # ---- failures --------------------------------------------------------------------
 
     def _fail(
-        self, held: HeldMessage, control: Control, error: str, detail: str, job: Job | None = None
+        self,
+        held: HeldMessage,
+        control: Control,
+        error: str,
+        detail: str,
+        job: Job | None = None,
+        qa: QaRecord | None = None,
     ) -> None:
         """Permanent: failure record, a copy in the DLQ with the reason, then delete. A job
         whose manifest turns out to be there (its write landed, the answer was lost; or a peer
@@ -192,6 +212,7 @@ class TtsHandler:
             failed_at=now_iso(),
             request_digest=job.digest() if job is not None else None,
             sender_id=held.sender_id,
+            qa=qa,
         )
         reason = sqs_text(f"{error}: {detail}", MAX_ERROR_ATTRIBUTE_BYTES)
         try:
@@ -204,7 +225,12 @@ class TtsHandler:
             control.release(held, f"could not record failure ({storage_error!r})")
             return
         self.events.emit(Event.DEAD_LETTERED, job_id=job_id, reason=reason)
-        self.metrics.failed(job_id=job_id, worker=self.settings.worker_id, error=error)
+        if error == QUALITY:
+            self.metrics.failed_on_quality(
+                job_id=job_id, worker=self.settings.worker_id, error=error
+            )
+        else:
+            self.metrics.failed(job_id=job_id, worker=self.settings.worker_id, error=error)
 
     def _done_after_all(self, held: HeldMessage, control: Control, job: Job) -> bool:
         """The manifest checked again before giving up on a job: found made from this request

@@ -257,6 +257,31 @@ class _Record(BaseModel):
         return json.dumps(self.model_dump(), ensure_ascii=False).encode()
 
 
+class PieceQa(_Record):
+    """One piece's output checks (worker/qa/): the attempt used and every attempt's seed."""
+
+    characters: int
+    seconds: float
+    expected_seconds: float
+    longest_silence_s: float  # the longest pause between its first and last sound
+    wer: float | None = None  # word error rate of its transcript (QA_MODE=asr)
+    attempts: int  # renderings asked for: 1 + its re-renders
+    seeds: list[int]  # each attempt's seed, the first attempt's first
+    passed: bool
+    failed: list[str] = []  # the checks the attempt used failed ("runaway: …")
+    excerpt: str = ""  # its text's first words, to find it in the job's text
+
+
+class QaRecord(_Record):
+    """A manifest's `qa`: the checks every piece went through (None when QA_MODE=off)."""
+
+    mode: str  # basic | asr
+    passed: bool  # every piece passed every check
+    rerenders: int  # attempts beyond the first, over all pieces
+    reason: str | None = None  # the first piece that failed for good, and why
+    pieces: list[PieceQa] = []
+
+
 class Manifest(_Record):
     """outputs/<id>.json: written last, so its presence means the job is done."""
 
@@ -284,6 +309,10 @@ class Manifest(_Record):
     # The SQS SenderId of that message: the IAM user or role (AROA…:session) that sent it, set
     # by SQS and unforgeable by the producer; None in manifests written before it existed.
     sender_id: str | None = None
+    # The output checks (QaRecord); None with QA_MODE=off and in manifests written before them.
+    # `passed: false` only with QA_ON_FAIL=keep: a job that failed a check is otherwise a
+    # `quality:` failure, never a manifest.
+    qa: QaRecord | None = None
 
     def made_from(self, digest: str) -> bool:
         """Whether this manifest is the output of the request with this digest."""
@@ -305,6 +334,8 @@ class FailureRecord(_Record):
     request_digest: str | None = None
     # The SQS SenderId of the failed message (see Manifest.sender_id): who sent it.
     sender_id: str | None = None
+    # A `quality` failure's output checks, up to the piece that failed every attempt.
+    qa: QaRecord | None = None
 
     def reason(self) -> str:
         """One line: the kind, then the detail when there is one."""

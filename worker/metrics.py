@@ -30,6 +30,13 @@ UNITS = {
     QUEUE_WAIT_SECONDS: "Seconds",
 }
 METRIC_NAMES = frozenset(UNITS)
+# The output checks (worker/qa/): renderings of a piece checked, those a check rejected (each
+# line also names the checks, `rejected_by`), and jobs that failed on quality (also JobsFailed).
+PIECES_CHECKED = "PiecesChecked"
+PIECES_REJECTED = "PiecesRejected"
+JOBS_FAILED_ON_QUALITY = "JobsFailedOnQuality"
+UNITS.update({PIECES_CHECKED: "Count", PIECES_REJECTED: "Count", JOBS_FAILED_ON_QUALITY: "Count"})
+QA_METRIC_NAMES = frozenset({PIECES_CHECKED, PIECES_REJECTED, JOBS_FAILED_ON_QUALITY})
 STACK_DIMENSION = "Stack"
 # A dimension value must be 1-1024 characters; a worker started outside a stack says so.
 UNNAMED_STACK = "none"
@@ -82,6 +89,18 @@ class Metrics:
 
     def failed(self, **properties: Any) -> None:
         self.emit({JOBS_FAILED: 1.0}, **properties)
+
+    def checked(
+        self, checked: int, rejected: int, rejected_by: dict[str, int], **properties: Any
+    ) -> None:
+        """One job's output checks: renderings checked, those rejected and by which checks (a
+        rendering failing two checks counts once in PiecesRejected, once under each check)."""
+        values = {PIECES_CHECKED: float(checked), PIECES_REJECTED: float(rejected)}
+        self.emit(values, rejected_by=rejected_by, **properties)
+
+    def failed_on_quality(self, **properties: Any) -> None:
+        """A job that failed its output checks: a failed job, counted in both series."""
+        self.emit({JOBS_FAILED: 1.0, JOBS_FAILED_ON_QUALITY: 1.0}, **properties)
 
 
 # ---- the cold start (worker/coldstart.py) --------------------------------------------

@@ -6,7 +6,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS
 
@@ -36,6 +36,17 @@ MIN_RELEASE_SECONDS = 0.5
 # up to min(1 s, 10 %) of STOP_TIMEOUT_SECONDS: the drain ends that much before the budget.
 EXIT_RESERVE_MAX_SECONDS = 1.0
 EXIT_RESERVE_FRACTION = 0.1
+# Output checks (worker/qa/, DESIGN §5.3): off, the signal checks, or those plus a transcript.
+QaMode = Literal["off", "basic", "asr"]
+QA_MODES: tuple[str, ...] = get_args(QaMode)
+# What a job whose pieces fail every attempt becomes: a `quality:` failure, or a stored output
+# whose manifest says `qa.passed: false`.
+QaOnFail = Literal["fail", "keep"]
+QA_ON_FAIL: tuple[str, ...] = get_args(QaOnFail)
+# The ASR server beside vLLM-Omni in the GPU task (worker/asr_server.sh), loopback only.
+ASR_PORT = 8092
+DEFAULT_ASR_URL = f"http://127.0.0.1:{ASR_PORT}"
+DEFAULT_ASR_MODEL = "openai/whisper-large-v3-turbo"
 
 
 class SettingsError(ValueError):
@@ -71,6 +82,14 @@ class Settings:
     protection_renew_seconds: float = 1_800.0
     # The stack the worker belongs to: the `Stack` dimension of its metrics (worker/metrics.py).
     stack_name: str = ""
+    # Output checks (worker/qa/): the mode, re-renders of a bad piece with a new seed, the word
+    # error rate above which a transcript fails (mode asr), what a job that never passes becomes.
+    qa_mode: QaMode = "basic"
+    qa_retries: int = 2
+    qa_max_wer: float = 0.2
+    qa_on_fail: QaOnFail = "fail"
+    asr_url: str = DEFAULT_ASR_URL
+    asr_model: str = DEFAULT_ASR_MODEL
 
     @property
     def release_reserve_seconds(self) -> float:
@@ -155,6 +174,12 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     ),
     "PROTECTION_RENEW_SECONDS": ("protection_renew_seconds", _float(0.1), False),
     "STACK_NAME": ("stack_name", _text, False),
+    "QA_MODE": ("qa_mode", _choice(*QA_MODES), False),
+    "QA_RETRIES": ("qa_retries", _int(0, 10), False),
+    "QA_MAX_WER": ("qa_max_wer", _float(0, 1), False),
+    "QA_ON_FAIL": ("qa_on_fail", _choice(*QA_ON_FAIL), False),
+    "ASR_URL": ("asr_url", _text, False),
+    "ASR_MODEL": ("asr_model", _text, False),
 }
 
 

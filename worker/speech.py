@@ -11,6 +11,11 @@ per script: a CJK character costs about four times a Latin one. Every piece is a
 16-bit PCM at 24 kHz; a piece the server cut short (HTTP 200, which it does silently at the
 context limit) or refused as too long (500) is split again. The samples are joined and the
 requested format encoded once, so an mp3 carries one header for the whole audio.
+
+With output checks on (a `Guard`, worker/qa/guard.py), every request also carries a `seed` and
+a `max_new_tokens` ceiling derived from the piece's text, and every piece's audio is checked
+before the pieces are joined: a bad one is asked for again with the next seed, up to the
+guard's retries (worker/qa/).
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ import httpx
 import numpy as np
 import soundfile  # type: ignore[import-untyped]
 
-from worker.jobs import Job
+from worker.jobs import Job, QaRecord
+from worker.qa.asr import AsrError
+from worker.qa.checks import max_new_tokens, reached_cap
+from worker.qa.guard import Attempt, Guard, Rendered, rejected_by, seed_for
 from worker.text import error_message, halve, split_text
 
 log = logging.getLogger("worker.speech")
@@ -55,6 +63,10 @@ ENCODINGS = {"wav": ("WAV", "PCM_16"), "flac": ("FLAC", "PCM_16"), "mp3": ("MP3"
 # releasing the job with a backoff loses nothing while someone fixes the deployment.
 SERVER_SIDE_4XX = (401, 403, 404, 408, 429)
 _TOO_LONG = re.compile(r"longer than the maximum model length")
+# vLLM-Omni's answer (500) when a request with max_new_tokens ran out of it before end-of-speech
+# (Qwen3TTSAdapter.validate_generation, Base task; CustomVoice returns the cut audio with 200).
+_NO_END_OF_SPEECH = re.compile(r"did not emit codec EOS")
+OUTPUT_TOKENS_HEADER = "x-vllm-omni-output-tokens"
 
 
 class SpeechError(Exception):
@@ -75,12 +87,22 @@ class PromptTooLongError(PermanentSpeechError):
     """The server refused a piece whose prompt alone exceeds the talker's context."""
 
 
+class NoEndOfSpeechError(TransientSpeechError):
+    """The server refused a generation that reached max_new_tokens without end-of-speech: a
+    runaway. With a seed sent, asking again with the same one gives the same answer."""
+
+
 @dataclass(frozen=True)
 class Speech:
     audio: bytes
     sample_rate: int | None
     duration_s: float | None
     pieces: int
+    qa: QaRecord | None = None  # the output checks (None when they are off)
+    # Renderings checked and those a check rejected, by check name (the QA metrics).
+    checked: int = 0
+    rejected: int = 0
+    rejected_by: dict[str, int] | None = None
 
 
 def text_cost(text: str) -> int:
@@ -123,7 +145,7 @@ def was_cut(text: str, pcm: bytes, headers: httpx.Headers, speed: float, limit: 
     tokens the header leaves out. Without them: far less audio than the text takes to say.
     """
     counted = _header_int(headers, "x-vllm-omni-input-tokens")
-    frames = _header_int(headers, "x-vllm-omni-output-tokens")
+    frames = _header_int(headers, OUTPUT_TOKENS_HEADER)
     if counted is not None and frames is not None:
         return counted + frames >= limit - CONTEXT_MARGIN
     cost = text_cost(text)
@@ -152,9 +174,10 @@ class SpeechClient:
         retry_delay_s: float = 0.5,
         max_model_len: int = MAX_MODEL_LEN,
         transport: httpx.BaseTransport | None = None,
+        guard: Guard | None = None,
     ) -> None:
         """`transport`: httpx's (default, a connection pool); a test passes an
-        `httpx.MockTransport` to answer in process."""
+        `httpx.MockTransport` to answer in process. `guard`: the output checks (None: off)."""
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.task_type = task_type
@@ -164,6 +187,7 @@ class SpeechClient:
         self.retry_delay_s = retry_delay_s
         self.max_model_len = max_model_len
         self.transport = transport
+        self.guard = guard
         timeout = httpx.Timeout(timeout_s, connect=5.0)
         self._http = httpx.Client(timeout=timeout, transport=transport)
 
@@ -185,23 +209,83 @@ class SpeechClient:
         return True
 
     def synthesize(self, job: Job) -> Speech:
-        parts: list[bytes] = []
+        rendered: list[Rendered] = []
         for piece in speech_pieces(job.text, self.chunk_chars):
-            parts.extend(self._piece(job, piece, splits=0))
-        pcm = b"".join(parts)
-        return Speech(encode(pcm, job.format), PCM_RATE, len(pcm) / 2 / PCM_RATE, len(parts))
+            rendered.extend(self._piece(job, piece, splits=0))
+            if self.guard is not None and self.guard.stops_at(rendered[-1]):
+                break  # the job fails on this piece: the rest would be rendered for nothing
+        pcm = b"".join(r.pcm for r in rendered)
+        audio = encode(pcm, job.format)
+        seconds = len(pcm) / 2 / PCM_RATE
+        if self.guard is None:
+            return Speech(audio, PCM_RATE, seconds, len(rendered))
+        records = [r.qa for r in rendered if r.qa is not None]
+        return Speech(
+            audio,
+            PCM_RATE,
+            seconds,
+            len(rendered),
+            qa=self.guard.report(rendered),
+            checked=sum(r.attempts for r in records),
+            rejected=sum(r.attempts - r.passed for r in records),
+            rejected_by=rejected_by(rendered),
+        )
 
-    def _piece(self, job: Job, text: str, splits: int) -> list[bytes]:
-        """PCM of one piece, in as many requests as it takes to get none cut short."""
+    def _piece(self, job: Job, text: str, splits: int) -> list[Rendered]:
+        """PCM of one piece, in as many requests as it takes to get none cut short (and, with
+        checks on, one that passes them, or the guard's retries spent)."""
+        if self.guard is not None:
+            return self._checked_piece(job, text, splits, self.guard)
         try:
             pcm, headers = self._with_retries(self.payload(job, text))
         except PromptTooLongError as error:
             return self._split_again(job, text, splits, str(error))
         if was_cut(text, pcm, headers, job.speed, self.max_model_len):
             return self._split_again(job, text, splits, "the server cut its audio short")
-        return [pcm]
+        return [Rendered(pcm)]
 
-    def _split_again(self, job: Job, text: str, splits: int, why: str) -> list[bytes]:
+    def _checked_piece(self, job: Job, text: str, splits: int, guard: Guard) -> list[Rendered]:
+        cap, clamped = self.frame_ceiling(job, text)
+        attempts: list[Attempt] = []
+        for attempt in range(guard.attempts):
+            seed = seed_for(job.job_id, attempt)
+            payload = self.payload(job, text, seed=seed, max_new_tokens=cap)
+            try:
+                pcm, headers = self._with_retries(payload)
+            except PromptTooLongError as error:
+                return self._split_again(job, text, splits, str(error))
+            except NoEndOfSpeechError as error:
+                attempts.append(guard.ran_away(text, job.speed, seed, str(error)))
+                continue
+            frames = _header_int(headers, OUTPUT_TOKENS_HEADER)
+            seconds = len(pcm) / 2 / PCM_RATE
+            # A ceiling lowered to fit the context is the context limit: the text is too long.
+            context_cut = clamped and reached_cap(frames, seconds, job.speed, cap)
+            if context_cut or was_cut(text, pcm, headers, job.speed, self.max_model_len):
+                return self._split_again(job, text, splits, "the server cut its audio short")
+            try:
+                result = guard.judge(job, text, pcm, PCM_RATE, frames, cap, seed)
+            except AsrError as error:
+                raise TransientSpeechError(f"transcript check: {error}") from None
+            attempts.append(result)
+            if result.passed:
+                break
+            log.warning("piece of %d characters rejected (seed %d): %s", len(text), seed,
+                        "; ".join(map(str, result.findings)))  # fmt: skip
+        return [guard.chosen(text, attempts)]
+
+    def frame_ceiling(self, job: Job, text: str) -> tuple[int, bool]:
+        """`max_new_tokens` for a piece, and whether the talker's context lowered it: the
+        checks' ceiling (worker/qa/checks.py), kept below the context less the prompt (text
+        and instructions at a generous 4 Latin or 1 CJK character a token, and the margin)."""
+        prompt = (text_cost(text) + text_cost(job.instructions)) // 4 + 1
+        room = self.max_model_len - prompt - CONTEXT_MARGIN
+        wanted = max_new_tokens(text)
+        if wanted <= room:
+            return wanted, False
+        return max(1, room), True
+
+    def _split_again(self, job: Job, text: str, splits: int, why: str) -> list[Rendered]:
         two = halves(text)
         if splits >= MAX_SPLITS or len(two) < 2:
             raise PermanentSpeechError(
@@ -209,10 +293,13 @@ class SpeechClient:
                 f"{splits} splits: {why}"
             )
         log.warning("piece of %d characters split again: %s", len(text), why)
-        return [pcm for half in two for pcm in self._piece(job, half, splits + 1)]
+        return [piece for half in two for piece in self._piece(job, half, splits + 1)]
 
-    def payload(self, job: Job, text: str) -> dict[str, Any]:
-        """The request body for one piece (always PCM at PCM_RATE; the job's format is ours)."""
+    def payload(
+        self, job: Job, text: str, seed: int | None = None, max_new_tokens: int | None = None
+    ) -> dict[str, Any]:
+        """The request body for one piece (always PCM at PCM_RATE; the job's format is ours),
+        with the checks' seed and frame ceiling when they are on."""
         payload: dict[str, Any] = {
             "input": text,
             "voice": job.voice,
@@ -227,14 +314,20 @@ class SpeechClient:
             payload["instructions"] = job.instructions
         if self.task_type:
             payload["task_type"] = self.task_type
+        if seed is not None:
+            payload["seed"] = seed
+        if max_new_tokens is not None:
+            payload["max_new_tokens"] = max_new_tokens
         return payload
 
     def _with_retries(self, payload: dict[str, Any]) -> tuple[bytes, httpx.Headers]:
         for attempt in range(self.retries + 1):
             try:
                 return self._post(payload)
-            except TransientSpeechError:
-                if attempt == self.retries:
+            except TransientSpeechError as error:
+                # A seeded runaway runs away again with that seed; the guard's next one may not.
+                seeded_runaway = isinstance(error, NoEndOfSpeechError) and "seed" in payload
+                if attempt == self.retries or seeded_runaway:
                     raise
                 time.sleep(self.retry_delay_s * 2**attempt)
         raise AssertionError("unreachable")
@@ -253,6 +346,8 @@ class SpeechClient:
         message = f"speech server answered {response.status_code}: {detail}"
         if response.status_code == 500 and _TOO_LONG.search(detail):
             raise PromptTooLongError(message)
+        if response.status_code == 500 and _NO_END_OF_SPEECH.search(detail):
+            raise NoEndOfSpeechError(message)
         if response.status_code >= 500 or response.status_code in SERVER_SIDE_4XX:
             raise TransientSpeechError(message)
         raise PermanentSpeechError(message)

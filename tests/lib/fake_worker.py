@@ -4,17 +4,25 @@ can be forced at the exact step it needs; the queue, bucket and S3/SQS calls are
 from __future__ import annotations
 
 import io
+import json
+import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+import httpx
+import numpy as np
 
 from tests.lib.procs import wait_for
 from worker.jobs import Job, Manifest, audio_key, manifest_key
 from worker.loop import Worker
 from worker.metrics import Metrics
 from worker.protection import Protection
+from worker.qa.checks import CODEC_FRAME_RATE, expected_seconds
+from worker.qa.guard import Guard
 from worker.settings import DEFAULT_MODEL, Settings
-from worker.speech import Speech
+from worker.speech import PCM_RATE, Speech, SpeechClient
 
 
 def fake_audio(job: Job) -> bytes:
@@ -100,3 +108,79 @@ def run_until(worker: Worker, done: Any, timeout: float = 30) -> None:
         worker.request_stop()
         thread.join(60)
     assert not thread.is_alive()
+
+
+# ---- a speech server with faults, for the output checks (worker/qa/) -----------------------
+
+
+def reading(seconds: float) -> np.ndarray:
+    """Word-like bursts of a 200-Hz tone, `seconds` long, as 16-bit samples at 24 kHz: what
+    the checks take for a clean reading of a text expected to last that long."""
+    t = np.arange(round(seconds * PCM_RATE)) / PCM_RATE
+    on = (t % 0.5) < 0.4
+    return (on * 9000 * np.sin(2 * np.pi * 200 * t)).astype("<i2")
+
+
+# A fault: (request body, clean audio) -> (audio answered, codec frames reported or None).
+Fault = Callable[[dict[str, Any], np.ndarray], tuple[np.ndarray, int | None]]
+NO_END_OF_SPEECH = "no-eos"  # the server's own refusal of a runaway (a 500)
+
+
+def clean(body: dict[str, Any], audio: np.ndarray) -> tuple[np.ndarray, int | None]:
+    return audio, None
+
+
+def runaway(body: dict[str, Any], audio: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """No end of speech: generation runs to the ceiling it was sent (else the server's own,
+    2,048 frames: Qwen3TTSAdapter's default max_new_tokens)."""
+    cap = int(body.get("max_new_tokens", 2048))
+    babble = np.tile(audio, 20)[: round(cap / CODEC_FRAME_RATE * PCM_RATE)]
+    return babble, cap
+
+
+def truncate(body: dict[str, Any], audio: np.ndarray) -> tuple[np.ndarray, int | None]:
+    return audio[: audio.size // 4], None
+
+
+def long_pause(body: dict[str, Any], audio: np.ndarray) -> tuple[np.ndarray, int | None]:
+    half = audio.size // 2
+    return np.concatenate([audio[:half], np.zeros(4 * PCM_RATE, "<i2"), audio[half:]]), None
+
+
+class FaultyTts:
+    """An `httpx.MockTransport` handler for /v1/audio/speech: a clean reading of each piece,
+    or the fault scripted for its seed (`faults`), else `default`. Thread-safe enough for a
+    worker's job threads: it only appends to `bodies`."""
+
+    def __init__(
+        self, faults: dict[int, Fault | str] | None = None, default: Fault = clean
+    ) -> None:
+        self.faults = faults or {}
+        self.default = default
+        self.bodies: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.bodies.append(body)
+        audio = reading(expected_seconds(body["input"], body["speed"]))
+        fault = self.faults.get(body.get("seed", -1), self.default)
+        if isinstance(fault, str):  # NO_END_OF_SPEECH
+            cap = body["max_new_tokens"]
+            message = (
+                "Qwen3-TTS Base did not emit codec EOS before its token budget "
+                f"({cap}/{cap} codec tokens); the generated audio is incomplete."
+            )
+            return httpx.Response(500, json={"error": {"message": message}})
+        samples, frames = fault(body, audio)
+        if frames is None:
+            frames = math.ceil(samples.size / PCM_RATE * body["speed"] * CODEC_FRAME_RATE)
+        headers = {"X-VLLM-OMNI-INPUT-TOKENS": "20", "X-VLLM-OMNI-OUTPUT-TOKENS": str(frames)}
+        return httpx.Response(200, content=samples.tobytes(), headers=headers)
+
+    def seeds(self) -> list[int]:
+        return [int(body["seed"]) for body in self.bodies]
+
+    def client(self, guard: Guard | None, chunk_chars: int = 80) -> SpeechClient:
+        """A speech client answered by this server in process."""
+        transport = httpx.MockTransport(self)
+        return SpeechClient("http://tts", chunk_chars=chunk_chars, transport=transport, guard=guard)

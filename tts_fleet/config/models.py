@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from worker.settings import DEFAULT_MODEL
+from worker.settings import DEFAULT_MODEL, QaMode, QaOnFail, Settings
 
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
 # the first build does not depend on anonymous Docker Hub pulls (worker/Dockerfile installs
@@ -344,6 +344,44 @@ class QueueConfig(_Section):
         return []
 
 
+class QaConfig(_Section):
+    """worker.qa: the output checks of every piece (worker/qa/, docs/worker.md#output-checks).
+    Each default is the worker's own (worker/settings.py Settings), read from there."""
+
+    mode: QaMode = Field(
+        Settings.qa_mode,
+        description=(
+            "`basic`: duration against the text, silences, signal, runaway ceiling;"
+            " `asr`: also a transcript by a second vLLM server on the same GPU, scored by"
+            " word error rate; `off`: none."
+        ),
+    )
+    retries: int = Field(
+        Settings.qa_retries,
+        ge=0,
+        le=10,
+        description="Re-renders of a bad piece, each with a new seed.",
+    )
+    max_wer: float = Field(
+        Settings.qa_max_wer,
+        ge=0,
+        le=1,
+        description="Mode `asr`: a piece whose transcript's word error rate is above this is bad.",
+    )
+    on_fail: QaOnFail = Field(
+        Settings.qa_on_fail,
+        description=(
+            "A job with a piece that fails every attempt: `fail` records a `quality:` failure"
+            " and dead-letters it; `keep` stores it with `qa.passed: false` in its manifest."
+        ),
+    )
+    asr_model: str = Field(
+        Settings.asr_model,
+        min_length=1,
+        description="Mode `asr`: the recognizer vLLM serves beside the TTS model.",
+    )
+
+
 class WorkerConfig(_Section):
     image: str = Field(
         "",
@@ -413,6 +451,13 @@ class WorkerConfig(_Section):
             " no step besides `pulumi up` (an empty stack file deploys a working stack, and"
             " existing stacks are unchanged); switch to `s3` after the upload"
             " (docs/deploy.md#weights-from-s3)."
+        ),
+    )
+    qa: QaConfig = Field(
+        QaConfig(),
+        description=(
+            "Output checks: `mode` (off, basic, asr), `retries`, `maxWer`, `onFail` (fail,"
+            " keep), `asrModel` (docs/deploy.md#output-checks)."
         ),
     )
     shared_memory_mib: int = Field(

@@ -40,11 +40,19 @@ from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
 from worker.consumer import SYSTEM_ATTRIBUTES
 from worker.held import HeldMessage
-from worker.jobs import FailureRecord, Job, Manifest, failure_key, manifest_key
+from worker.jobs import (
+    FailureRecord,
+    Job,
+    Manifest,
+    PieceQa,
+    QaRecord,
+    failure_key,
+    manifest_key,
+)
 from worker.loop import Worker
 from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
 from worker.protection import Protection
-from worker.settings import DEFAULT_SPEECH_URL, Settings, load_settings
+from worker.settings import DEFAULT_ASR_URL, DEFAULT_SPEECH_URL, Settings, load_settings
 from worker.speech import Speech
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -426,3 +434,78 @@ def test_the_task_fetches_the_uploaded_snapshot_from_where_its_role_may_read(
 
 def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+# ---- the output checks (issue 21) ------------------------------------------------------
+
+
+def test_the_task_definitions_qa_env_loads_as_the_stacks_worker_qa() -> None:
+    qa = {"mode": "asr", "retries": 3, "maxWer": 0.07, "onFail": "keep", "asrModel": "org/asr"}
+    mocks = run_platform({"worker": {**WORKER_CONFIG, "qa": qa}, "queue": QUEUE_CONFIG})
+    settings = load_settings(_task_env(mocks))
+    config = StackConfig.from_raw({"worker": {**WORKER_CONFIG, "qa": qa}}).worker.qa
+    assert (
+        settings.qa_mode,
+        settings.qa_retries,
+        settings.qa_max_wer,
+        settings.qa_on_fail,
+        settings.asr_model,
+    ) == (config.mode, config.retries, config.max_wer, config.on_fail, config.asr_model)
+    assert settings.asr_url == DEFAULT_ASR_URL
+
+
+def test_the_worker_qa_defaults_are_the_workers_own() -> None:
+    config = StackConfig().worker.qa
+    default = Settings(queue_url="https://q", dlq_url="https://d", output_bucket="b")
+    assert (config.mode, config.retries, config.max_wer, config.on_fail, config.asr_model) == (
+        default.qa_mode,
+        default.qa_retries,
+        default.qa_max_wer,
+        default.qa_on_fail,
+        default.asr_model,
+    )
+
+
+def test_the_qa_metrics_carry_the_stacks_dimension(platform: RecordingMocks) -> None:
+    stream = io.StringIO()
+    metrics = Metrics(stream, stack=load_settings(_task_env(platform)).stack_name)
+    metrics.checked(3, 1, {"runaway": 1})
+    metrics.failed_on_quality()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    series = {
+        (
+            group["Namespace"],
+            metric["Name"],
+            tuple(line[d] for dims in group["Dimensions"] for d in dims),
+        )
+        for line in lines
+        for group in line["_aws"]["CloudWatchMetrics"]
+        for metric in group["Metrics"]
+    }
+    assert series == {
+        (NAMESPACE, "PiecesChecked", ("dev",)),
+        (NAMESPACE, "PiecesRejected", ("dev",)),
+        (NAMESPACE, "JobsFailed", ("dev",)),
+        (NAMESPACE, "JobsFailedOnQuality", ("dev",)),
+    }
+
+
+def test_the_manifest_and_the_failure_record_carry_the_qa_report() -> None:
+    # The worker writes these models (worker/jobs.py); readers parse them back whole.
+    piece = PieceQa(
+        characters=12, seconds=1.2, expected_seconds=0.8, longest_silence_s=0.1, wer=0.0,
+        attempts=2, seeds=[1, 2], passed=True,
+    )  # fmt: skip
+    qa = QaRecord(mode="asr", passed=True, rerenders=1, pieces=[piece])
+    record = FailureRecord(
+        id="x", error="quality", detail="piece 1", attempts=1, message_id="m", worker="w",
+        failed_at="2026-01-01T00:00:00.000+00:00", qa=qa,
+    )  # fmt: skip
+    assert FailureRecord.model_validate_json(record.to_json()).qa == qa
+    assert record.reason().startswith("quality: ")
+    body = json.loads(record.to_json())
+    assert set(body["qa"]) == {"mode", "passed", "rerenders", "reason", "pieces"}
+    assert set(body["qa"]["pieces"][0]) == {
+        "characters", "seconds", "expected_seconds", "longest_silence_s", "wer", "attempts",
+        "seeds", "passed", "failed", "excerpt",
+    }  # fmt: skip

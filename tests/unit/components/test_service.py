@@ -18,7 +18,7 @@ from components.service import WorkerService, WorkerServiceArgs
 from components.service_policies import task_protection_arn
 from tests.lib.pulumi_harness import RecordingMocks, run_program
 from tests.lib.stack_support import PREBUILT, policy, run_platform
-from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
+from tts_fleet.config.models import QaConfig, QueueConfig, WorkerConfig, memory_reservation_mib
 
 CLUSTER_ARN = "arn:aws:ecs:us-east-1:123456789012:cluster/fleet"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
@@ -136,6 +136,12 @@ def test_task_definition_runs_on_managed_instances_with_gpus_and_the_worker_env(
         "STOP_TIMEOUT_SECONDS": "90",
         "AWS_REGION": "eu-west-1",
         "STACK_NAME": "dev",  # the metrics' Stack dimension
+        "QA_MODE": "basic",  # the output checks' defaults (worker.qa)
+        "QA_RETRIES": "2",
+        "QA_MAX_WER": "0.2",
+        "QA_ON_FAIL": "fail",
+        "ASR_URL": "http://127.0.0.1:8092",
+        "ASR_MODEL": "openai/whisper-large-v3-turbo",
     }
     assert container["logConfiguration"] == {
         "logDriver": "awslogs",
@@ -318,3 +324,20 @@ def test_a_capacity_type_change_reaches_a_service_that_can_take_it() -> None:
         [{"capacityProvider": "tts-capacity-gpu", "weight": 1, "base": 0}]
     ] * 2
     assert services[0] == services[1]  # nothing else about the service changes
+
+
+def test_the_output_checks_come_from_the_worker_qa_config() -> None:
+    qa = QaConfig(mode="asr", retries=4, max_wer=0.05, on_fail="keep", asr_model="org/asr-small")
+    worker = WorkerConfig(model="Qwen/X", model_revision="f" * 40, qa=qa)
+    env = {
+        e["name"]: e["value"]
+        for e in container_of(build(service_args(worker=worker))[0])["environment"]
+    }
+    assert {k: v for k, v in env.items() if k.startswith(("QA_", "ASR_"))} == {
+        "QA_MODE": "asr",
+        "QA_RETRIES": "4",
+        "QA_MAX_WER": "0.05",
+        "QA_ON_FAIL": "keep",
+        "ASR_URL": "http://127.0.0.1:8092",  # loopback: the ASR server is in the task
+        "ASR_MODEL": "org/asr-small",
+    }

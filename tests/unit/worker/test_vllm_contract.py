@@ -179,3 +179,49 @@ def test_the_stand_in_rejects_what_the_schema_rejects(protocol: ModuleType, body
         assert error.status == 400
         ours_accepts = False
     assert ours_accepts == real_accepts
+
+
+def guarded_bodies() -> list[dict[str, Any]]:
+    """What a worker with output checks sends (worker/qa/): every body its speech client posts
+    for jobs of each script, speed and length, including a piece long enough that the talker's
+    context lowers its ceiling, answered by a server that reads them back."""
+    from tests.lib.fake_worker import FaultyTts
+    from worker.qa.guard import Guard
+
+    server = FaultyTts()
+    texts = ["Hi.", "A sentence of an ordinary length.", "这是一个很长的中文句子。" * 20]
+    jobs = [Job(text=text, speed=speed) for text in texts for speed in (0.25, 1.0, 4.0)]
+    jobs.append(Job(text="Line after line of a long chapter. " * 50))  # a lowered ceiling
+    for job in jobs:
+        server.client(Guard(retries=0), chunk_chars=100_000).synthesize(job)
+    return server.bodies
+
+
+def test_every_body_with_output_checks_is_a_valid_request(protocol: ModuleType, omni: Path) -> None:
+    bodies = guarded_bodies()
+    assert all({"seed", "max_new_tokens"} <= set(body) for body in bodies)
+    for body in bodies:
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+    # Qwen3TTSAdapter.validate refuses a ceiling outside [max_new_tokens_min, _max] (base.py).
+    base = (omni / "entrypoints/openai/tts_adapters/base.py").read_text()
+    low = re.search(r"^\s+max_new_tokens_min = (\d+)$", base, re.M)
+    high = re.search(r"^\s+max_new_tokens_max = (\d+)$", base, re.M)
+    assert low and high
+    ceilings = [body["max_new_tokens"] for body in bodies]
+    assert len(set(ceilings)) > 3 and len({body["seed"] for body in bodies}) > 3
+    from worker.qa.checks import max_new_tokens
+
+    assert any(body["max_new_tokens"] < max_new_tokens(body["input"]) for body in bodies)
+    assert int(low.group(1)) <= min(ceilings) and max(ceilings) <= int(high.group(1))
+    assert max(ceilings) < MAX_MODEL_LEN  # never the whole context: no runaway reaches it
+    adapter = (omni / "entrypoints/openai/tts_adapters/qwen3_tts.py").read_text()
+    assert 'params["max_new_tokens"] = [request.max_new_tokens]' in adapter  # it is applied
+
+
+def test_a_seeded_runaway_is_the_answer_the_worker_reads_as_one(omni: Path) -> None:
+    # The 500 vLLM-Omni answers when a request with max_new_tokens runs out of it (Base task).
+    adapter = (omni / "entrypoints/openai/tts_adapters/qwen3_tts.py").read_text()
+    assert "did not emit codec EOS before its token budget" in adapter
+    from worker.speech import _NO_END_OF_SPEECH
+
+    assert _NO_END_OF_SPEECH.search("Qwen3-TTS Base did not emit codec EOS before its token")

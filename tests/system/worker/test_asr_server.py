@@ -1,0 +1,210 @@
+"""QA_MODE=asr in the GPU image: worker/entrypoint.sh with worker/asr_server.sh, run for real
+with a stand-in `vllm` on PATH (it records its arguments, answers /health on the port it is
+given and records SIGTERM) and a stand-in `python -m worker`. The ASR server starts after
+vLLM-Omni is healthy and before the worker, on the loopback at 8092's stand-in port with its
+share of the GPU; the stop covers both servers; an ASR server that dies fails the task. What
+this cannot prove: that vLLM loads a Whisper model (no GPU here)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.lib.stack_support import WORKER_DIR
+
+ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
+
+FAKE_VLLM = """#!{python}
+import http.server, os, signal, sys, threading, time
+port = int(sys.argv[sys.argv.index("--port") + 1])
+name = "asr" if str(port) == os.environ["ASR_PORT"] else "tts"
+def note(text):
+    with open(os.environ["EVENTS"], "a") as f:
+        f.write(text + "\\n")
+note(name + "-start " + " ".join(sys.argv[1:]))
+mode = os.environ.get(name.upper() + "_FAKE_MODE", "")
+if mode == "crash":
+    sys.exit(7)
+def on_term(*_):
+    note(name + "-term")
+    os._exit(0)
+signal.signal(signal.SIGTERM, on_term)
+host = sys.argv[sys.argv.index("--host") + 1]
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+time.sleep(0.3)
+server = http.server.HTTPServer((host, port), Health)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+if mode == "die-after":
+    time.sleep(float(os.environ["ASR_DIE_AFTER"]))
+    note(name + "-died")
+    os._exit(9)
+while True:
+    time.sleep(0.1)
+"""
+
+FAKE_WORKER = """import os, signal, time
+def note(text):
+    with open(os.environ["EVENTS"], "a") as f:
+        f.write(text + "\\n")
+note("worker-start " + os.environ.get("QA_MODE", "unset"))
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+while not stop:
+    time.sleep(0.05)
+note("worker-term")
+note("worker-exit")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def read(events: Path) -> list[str]:
+    return events.read_text().splitlines() if events.exists() else []
+
+
+def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(entry.startswith(line) for entry in read(events)):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{line!r} never appeared; events: {read(events)}")
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    vllm = bin_dir / "vllm"
+    vllm.write_text(FAKE_VLLM.format(python=sys.executable))
+    vllm.chmod(0o755)
+    package = tmp_path / "pkg" / "worker"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(FAKE_WORKER)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(tmp_path / "pkg"),
+        "EVENTS": str(tmp_path / "events"),
+        "TMPDIR": str(tmp_path),
+        "SPEECH_MODEL": "Qwen/Test-Model",
+        "SPEECH_PORT": str(free_port()),
+        "ASR_PORT": str(free_port()),
+        "QA_MODE": "asr",
+        "HEALTH_TIMEOUT_SECONDS": "60",
+    }
+
+
+Start = Callable[..., "subprocess.Popen[bytes]"]
+
+
+@pytest.fixture
+def start(sandbox: dict[str, str], tmp_path: Path) -> Iterator[Start]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(**extra: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **sandbox, **extra}
+        proc = subprocess.Popen(
+            ["bash", str(ENTRYPOINT)], env=env, cwd=tmp_path / "pkg", start_new_session=True
+        )
+        started.append(proc)
+        return proc
+
+    yield run
+    for proc in started:  # never leave the entrypoint or its children running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_the_asr_server_starts_between_the_speech_server_and_the_worker_and_stops_with_them(
+    start: Start, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start()
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    lines = read(events)
+    tts_port, asr_port = sandbox["SPEECH_PORT"], sandbox["ASR_PORT"]
+    assert lines[:3] == [
+        f"tts-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {tts_port}",
+        f"asr-start serve openai/whisper-large-v3-turbo --host 127.0.0.1 --port {asr_port}"
+        " --gpu-memory-utilization 0.25",
+        "worker-start asr",
+    ]
+    assert lines[3:5] == ["worker-term", "worker-exit"]
+    assert sorted(lines[5:]) == ["asr-term", "tts-term"]  # both, after the worker
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_the_model_and_the_memory_share_are_the_environments(
+    start: Start, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(ASR_MODEL="org/asr-small", ASR_GPU_MEMORY_UTILIZATION="0.2")
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    [asr] = [line for line in read(events) if line.startswith("asr-start")]
+    assert asr.endswith("serve org/asr-small --host 127.0.0.1 --port "
+                        f"{sandbox['ASR_PORT']} --gpu-memory-utilization 0.2")  # fmt: skip
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_an_asr_server_that_dies_at_start_fails_the_task_without_a_worker(
+    start: Start, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(ASR_FAKE_MODE="crash")
+    assert proc.wait(timeout=60) == 1
+    lines = read(events)
+    assert not any(line.startswith("worker-start") for line in lines)
+    assert lines[-1] == "tts-term"  # the speech server is stopped too
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_an_asr_server_dying_mid_run_stops_the_worker_and_fails_the_task(
+    start: Start, sandbox: dict[str, str]
+) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(ASR_FAKE_MODE="die-after", ASR_DIE_AFTER="2")
+    assert proc.wait(timeout=60) == 1
+    lines = read(events)
+    assert lines.index("asr-died") < lines.index("worker-term") < lines.index("worker-exit")
+    assert "tts-term" in lines
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(120)
+def test_mode_basic_starts_no_asr_server(start: Start, sandbox: dict[str, str]) -> None:
+    events = Path(sandbox["EVENTS"])
+    proc = start(QA_MODE="basic")
+    wait_for(events, "worker-start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert not any(line.startswith("asr-") for line in read(events))
