@@ -54,7 +54,7 @@ os.execv(sys.executable, [sys.executable, "-m", "tts_fleet.local.speech_server",
 FAKE_WEIGHTS = """import os, sys, time
 with open(os.environ["EVENTS"], "a") as f:
     f.write("weights " + " ".join(sys.argv[1:]) + "\\n")
-time.sleep(0.3)  # a fetch takes a while
+time.sleep(float(os.environ.get("FAKE_FETCH_SECONDS", "0.3")))  # a fetch takes a while
 os.makedirs(sys.argv[3], exist_ok=True)
 open(os.path.join(sys.argv[3], "config.json"), "w").write("{}")
 """
@@ -190,3 +190,27 @@ def test_every_phase_is_emitted_in_order_with_ecs_s_own_figures(
     assert (tmp_path / "data" / "vllm-cache" / "torch_compile_cache" / "graph.bin").exists()
     assert f"GET {ecs.metadata_uri.removeprefix(ecs.url)}/task" in ecs.requests
     assert "POST AmazonEC2ContainerServiceV20141113.DescribeTasks" in ecs.requests
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(60)
+def test_a_stop_during_the_weights_fetch_ends_it_at_once_and_starts_nothing(
+    sandbox: dict[str, str], run_entrypoint: Any, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        **sandbox,
+        "SPEECH_MODEL": MODEL,
+        "SPEECH_PORT": str(free_port()),
+        "WEIGHTS_URI": f"s3://bucket/weights/{MODEL}/0c0e3051/",
+        "FAKE_FETCH_SECONDS": "30",
+    }
+    proc = run_entrypoint(env)
+    events = tmp_path / "events"
+    wait_for(lambda: events.exists() and events.read_text(), 20, 0.05, "the fetch")
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert time.monotonic() - sent < 5  # not the fetch's 30 s
+    assert [line.split()[0] for line in events.read_text().splitlines()] == ["weights"]
+    assert "stopped during start-up" in (tmp_path / "stderr").read_text()
