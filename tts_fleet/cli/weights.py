@@ -27,7 +27,10 @@ from tts_fleet.config.stack_file import stack_config, stack_file_path
 
 @click.group()
 def weights() -> None:
-    """Model weights in the stack's bucket, for `worker.weights: s3`."""
+    """Upload a model snapshot and its weights.json to the stack's bucket (worker.weights: s3).
+
+    The task then fetches it before vLLM starts (`python -m worker.weights fetch`).
+    """
 
 
 def model_and_revision(

@@ -191,7 +191,7 @@ def hub_snapshot(model: str, revision: str) -> Path:
         hub = importlib.import_module("huggingface_hub")
     except ImportError:
         raise WeightsError(
-            "huggingface_hub is not installed: `pip install huggingface_hub`, or pass "
+            "huggingface_hub is not installed: `pip install 'tts-fleet[hub]'`, or pass "
             "--from DIR with a downloaded snapshot"
         ) from None
     try:
