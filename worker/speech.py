@@ -270,8 +270,8 @@ class SpeechClient:
             attempts.append(result)
             if result.passed:
                 break
-            log.warning("piece of %d characters rejected (seed %d): %s", len(text), seed,
-                        "; ".join(map(str, result.findings)))  # fmt: skip
+            found = "; ".join(map(str, result.findings))
+            log.warning("piece of %d characters rejected (seed %d): %s", len(text), seed, found)
         return [guard.chosen(text, attempts)]
 
     def frame_ceiling(self, job: Job, text: str) -> tuple[int, bool]:

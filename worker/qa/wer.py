@@ -80,7 +80,17 @@ def normalize(text: str, language: str = "Auto") -> list[str]:
 
 
 def edit_distance(reference: list[str], hypothesis: list[str]) -> int:
-    """Levenshtein distance between two token lists (one row at a time)."""
+    """Levenshtein distance between two token lists (one row at a time). The common head and
+    tail are dropped first: a transcript mostly agrees, so the table is small."""
+    shorter = min(len(reference), len(hypothesis))
+    head = 0
+    while head < shorter and reference[head] == hypothesis[head]:
+        head += 1
+    tail = 0
+    while tail < shorter - head and reference[-1 - tail] == hypothesis[-1 - tail]:
+        tail += 1
+    reference = reference[head : len(reference) - tail]
+    hypothesis = hypothesis[head : len(hypothesis) - tail]
     previous = list(range(len(hypothesis) + 1))
     for i, ref in enumerate(reference, 1):
         current = [i]
@@ -90,11 +100,16 @@ def edit_distance(reference: list[str], hypothesis: list[str]) -> int:
     return previous[-1]
 
 
+def transcript_errors(reference: str, hypothesis: str, language: str = "Auto") -> tuple[int, int]:
+    """(errors, reference tokens), after normalising both texts."""
+    ref = normalize(reference, language)
+    return edit_distance(ref, normalize(hypothesis, language)), len(ref)
+
+
 def word_error_rate(reference: str, hypothesis: str, language: str = "Auto") -> float:
     """Errors per reference token, after normalising both (0 for two empty texts; a
     transcript of an empty reference is all insertions: 1.0)."""
-    ref = normalize(reference, language)
-    hyp = normalize(hypothesis, language)
-    if not ref:
-        return 0.0 if not hyp else 1.0
-    return edit_distance(ref, hyp) / len(ref)
+    errors, tokens = transcript_errors(reference, hypothesis, language)
+    if not tokens:
+        return 0.0 if not errors else 1.0
+    return errors / tokens

@@ -188,3 +188,18 @@ def test_a_ceiling_lowered_by_the_context_is_the_context_limit_not_a_runaway() -
     assert server.bodies[0]["max_new_tokens"] == cap
     assert len(server.bodies) == speech.pieces + 1 >= 3  # the whole, then its parts once each
     assert speech.qa is not None and speech.qa.passed
+
+
+def test_one_misheard_word_of_a_short_piece_is_no_failure_two_are() -> None:
+    job = Job(id="short", text="Turn left now.", format="pcm")
+    first = seed_for("short", 0)
+    server = FaultyTts()
+    one = Hears(server, {first: "turn lift now"})  # a rate of 0.33, one error
+    speech = client(server, Guard(mode="asr", asr=one)).synthesize(job)
+    assert speech.qa is not None and speech.qa.passed
+    assert speech.qa.pieces[0].wer == pytest.approx(1 / 3, abs=1e-4)
+    server = FaultyTts()
+    two = Hears(server, {first: "burn lift now"})
+    speech = client(server, Guard(mode="asr", asr=two)).synthesize(job)
+    assert speech.qa is not None and speech.qa.rerenders == 1
+    assert speech.rejected_by == {"transcript": 1}

@@ -75,3 +75,28 @@ def test_edge_cases() -> None:
     assert word_error_rate("", "") == 0.0
     assert word_error_rate("...", "something") == 1.0
     assert word_error_rate("one two", "") == 1.0
+
+
+def test_the_common_head_and_tail_do_not_change_the_distance() -> None:
+    # The shortcut against the full table: same answers on overlapping edits.
+    cases = [
+        (list("abcab"), list("ab")),
+        (list("aaaa"), list("aa")),
+        (list("abcdef"), list("abXdef")),
+        (list("xyz"), list("xyzxyz")),
+        (list("ab"), list("ba")),
+    ]
+    for reference, hypothesis in cases:
+        assert edit_distance(reference, hypothesis) == full_table(reference, hypothesis)
+
+
+def full_table(reference: list[str], hypothesis: list[str]) -> int:
+    rows = [[i + j if i * j == 0 else 0 for j in range(len(hypothesis) + 1)]
+            for i in range(len(reference) + 1)]  # fmt: skip
+    for i in range(1, len(reference) + 1):
+        for j in range(1, len(hypothesis) + 1):
+            same = reference[i - 1] == hypothesis[j - 1]
+            rows[i][j] = min(
+                rows[i - 1][j] + 1, rows[i][j - 1] + 1, rows[i - 1][j - 1] + (not same)
+            )
+    return rows[-1][-1]

@@ -155,3 +155,43 @@ def test_worker_env_refuses_what_the_worker_would_not_read() -> None:
 def test_worker_env_passes_unresolved_values_through() -> None:
     pending = object()  # e.g. a pulumi.Output: resolved later, by its owner
     assert settings_env(queue_url=pending)["QUEUE_URL"] is pending
+
+
+def test_the_output_checks_settings() -> None:
+    default = load_settings(REQUIRED)
+    assert (default.qa_mode, default.qa_retries, default.qa_max_wer, default.qa_on_fail) == (
+        "basic",
+        2,
+        0.2,
+        "fail",
+    )
+    assert (default.asr_url, default.asr_model) == (
+        "http://127.0.0.1:8092",
+        "openai/whisper-large-v3-turbo",
+    )
+    env = {"QA_MODE": "asr", "QA_RETRIES": "0", "QA_MAX_WER": "0.05", "QA_ON_FAIL": "keep",
+           "ASR_URL": "http://asr:9000", "ASR_MODEL": "org/asr"}  # fmt: skip
+    settings = load_settings({**REQUIRED, **env})
+    assert (settings.qa_mode, settings.qa_retries, settings.qa_max_wer) == ("asr", 0, 0.05)
+    assert (settings.qa_on_fail, settings.asr_url, settings.asr_model) == (
+        "keep",
+        "http://asr:9000",
+        "org/asr",
+    )
+    written = settings_env(
+        qa_mode="asr", qa_retries=0, qa_max_wer=0.05, qa_on_fail="keep",
+        asr_url="http://asr:9000", asr_model="org/asr",
+    )  # fmt: skip
+    assert written == env
+
+
+def test_bad_output_checks_settings_are_named() -> None:
+    bad = {"QA_MODE": "full", "QA_RETRIES": "11", "QA_MAX_WER": "2", "QA_ON_FAIL": "drop"}
+    with pytest.raises(SettingsError) as error:
+        load_settings({**REQUIRED, **bad})
+    assert str(error.value) == (
+        "QA_MODE='full': must be one of off, basic, asr; "
+        "QA_RETRIES='11': must be between 0 and 10; "
+        "QA_MAX_WER='2': must be between 0 and 1; "
+        "QA_ON_FAIL='drop': must be one of fail, keep"
+    )
