@@ -7,6 +7,7 @@ import re
 
 from components.image import BUILD_ARGS, WorkerImageArgs
 from tests.lib.stack_support import WORKER_DIR
+from worker.settings import DATA_DIR, WEIGHTS_DIR
 
 
 def instructions() -> list[str]:
@@ -61,6 +62,17 @@ def test_with_weights_s3_the_build_downloads_no_weights() -> None:
     assert "WEIGHTS" in BUILD_ARGS
     args = WorkerImageArgs(worker_dir=".", model="m", model_revision="r", weights="s3")
     assert args.build_args()["WEIGHTS"] == "s3"
+
+
+def test_the_data_volume_is_declared_and_the_worker_s_own() -> None:
+    # The task definition mounts its data volume at DATA_DIR (worker.weights: s3); ECS copies
+    # the image's path into it, permissions included, only when the image declares it.
+    lines = instructions()
+    assert f"RUN mkdir -p {DATA_DIR} && chown worker {DATA_DIR}" in lines
+    volume = lines.index(f'VOLUME ["{DATA_DIR}"]')
+    assert volume > lines.index(f"RUN mkdir -p {DATA_DIR} && chown worker {DATA_DIR}")
+    assert WEIGHTS_DIR.startswith(DATA_DIR + "/")
+    assert lines[volume + 1 :].count("USER worker") == 1  # the worker runs with it mounted
 
 
 def test_the_worker_s_own_requirements() -> None:
