@@ -52,6 +52,8 @@ exports = {
     outputs.PRODUCER_POLICY_ARN: platform.producer_policy_arn,
     outputs.READER_POLICY_ARN: platform.reader_policy_arn,
     outputs.IMAGE_URI: platform.image_uri,
+    # Always exported, null for a prebuilt worker.image (not built, so not measured here).
+    outputs.IMAGE_LAYER_BYTES: platform.image_layer_bytes,
     outputs.DASHBOARD_URL: platform.dashboard_url,
     outputs.ALERTS_TOPIC_ARN: platform.alerts_topic_arn,
     # Always exported, null when off, so a client reads "no events queue" and polls S3.

@@ -4,8 +4,13 @@ A Pulumi dynamic resource (runs in the engine's provider process, not while the 
 constructing). The image tag is a content hash of `worker/` plus the model, and ECR tags are
 immutable, so an image that already exists under that tag is reused instead of rebuilt.
 
-The logic is plain functions over boto3 clients (tested against moto: CodeBuild start/batch-get
-and ECR describe-images) plus `wait_for_build`, which takes the status getter as a parameter:
+The resource's outputs also say what the image weighs: `layer_bytes`, the compressed size of
+each layer in pull order, read from the pushed manifest (ECR BatchGetImage), which is what
+a host downloads on a cold start (the stack output `imageLayerBytes`).
+
+The logic is plain functions over boto3 clients (tested against moto: CodeBuild start/batch-get,
+ECR describe-images and batch-get-image) plus `wait_for_build`, which takes the status getter
+as a parameter:
 moto's CodeBuild reports every build SUCCEEDED on the first poll, so the failure and timeout
 paths are tested with a scripted status sequence through that seam.
 
@@ -15,6 +20,7 @@ engine runs it; `pip install -e .` (what `make test` does) provides that.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from functools import cache
@@ -31,6 +37,12 @@ WAIT_TIMEOUT_SECONDS = (BUILD_TIMEOUT_MINUTES + 10) * 60
 POLL_SECONDS = 15.0
 DONE = "SUCCEEDED"
 IN_PROGRESS = "IN_PROGRESS"
+# A single-platform image manifest, as buildx pushes it with OCI media types (zstd layers need
+# them) or as `docker push` does; an index (several platforms) is not what the build makes.
+MANIFEST_MEDIA_TYPES = [
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+]
 
 
 class BuildFailed(Exception):
@@ -59,6 +71,22 @@ def image_exists(ecr: Any, image_uri: str) -> bool:
     except ecr.exceptions.ImageNotFoundException:
         return False
     return True
+
+
+def layer_sizes(ecr: Any, image_uri: str) -> list[int]:
+    """The compressed size of each layer of the pushed image, in pull order; [] when ECR has
+    no single-platform manifest under the tag."""
+    repository, tag = split_image_uri(image_uri)
+    answer = ecr.batch_get_image(
+        repositoryName=repository,
+        imageIds=[{"imageTag": tag}],
+        acceptedMediaTypes=MANIFEST_MEDIA_TYPES,
+    )
+    images = answer.get("images") or []
+    if not images:
+        return []
+    manifest = json.loads(images[0].get("imageManifest") or "{}")
+    return [int(layer.get("size", 0)) for layer in manifest.get("layers") or []]
 
 
 def wait_for_build(
@@ -114,10 +142,11 @@ def run_build(
 def ensure_image(
     props: dict[str, Any], sleep: Callable[[float], None] = time.sleep
 ) -> dict[str, Any]:
-    """The create/update logic: reuse the tagged image if ECR has it, else build it."""
+    """The create/update logic: reuse the tagged image if ECR has it, else build it; then read
+    what its layers weigh."""
     codebuild, ecr = clients(props["region"])
     build_id = "" if image_exists(ecr, props["image_uri"]) else run_build(codebuild, props, sleep)
-    return {**props, "build_id": build_id}
+    return {**props, "build_id": build_id, "layer_bytes": layer_sizes(ecr, props["image_uri"])}
 
 
 class WorkerImageBuildProvider(ResourceProvider):
@@ -141,6 +170,7 @@ class WorkerImageBuildProvider(ResourceProvider):
 class WorkerImageBuild(pulumi.dynamic.Resource):
     image_uri: pulumi.Output[str]
     build_id: pulumi.Output[str]
+    layer_bytes: pulumi.Output[list[int]]
 
     def __init__(
         self,
@@ -161,6 +191,7 @@ class WorkerImageBuild(pulumi.dynamic.Resource):
                 "source_location": source_location,
                 "region": region,
                 "build_id": None,
+                "layer_bytes": None,
             },
             opts,
         )

@@ -73,6 +73,7 @@ class Platform(pulumi.ComponentResource):
     cluster_arn: pulumi.Output[str]
     service_name: pulumi.Output[str]
     image_uri: pulumi.Output[str]
+    image_layer_bytes: pulumi.Output[list[int]] | None  # None: a prebuilt worker.image
     log_group_name: pulumi.Output[str]
     dashboard_url: pulumi.Output[str]
     alerts_topic_arn: pulumi.Output[str]
@@ -134,6 +135,7 @@ class Platform(pulumi.ComponentResource):
                 model_revision=cfg.worker.model_revision,
                 base_image=cfg.worker.base_image,
                 docker_hub_secret_arn=cfg.worker.docker_hub_secret_arn,
+                weights=cfg.worker.weights,
             ),
             opts=child,
         )
@@ -289,6 +291,7 @@ class Platform(pulumi.ComponentResource):
         self.cluster_name, self.cluster_arn = capacity.cluster_name, capacity.cluster_arn
         self.service_name = service.service_name
         self.image_uri = image.image_uri
+        self.image_layer_bytes = image.layer_bytes
         self.log_group_name = service.log_group_name
 
 

@@ -27,11 +27,15 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, _signalled)
 
 import logging  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from typing import Any  # noqa: E402
 
+from worker.coldstart import ColdStart, gather  # noqa: E402
+from worker.events import Event, Events, Happened  # noqa: E402
 from worker.loop import Worker  # noqa: E402
-from worker.metrics import Metrics  # noqa: E402
+from worker.metrics import ColdStartMetrics, Metrics  # noqa: E402
 from worker.protection import Protection  # noqa: E402
 from worker.qa.guard import guard_from  # noqa: E402
 from worker.settings import Settings, SettingsError, load_settings  # noqa: E402
@@ -83,15 +87,35 @@ def _speech_client(settings: Settings) -> SpeechClient:
     )
 
 
-def _ready(settings: Settings, sqs: Any, s3: Any, speech: SpeechClient) -> bool:
+def _ready(settings: Settings, sqs: Any, s3: Any, speech: SpeechClient, cold: ColdStart) -> bool:
     """Storage first (a wrong name fails in seconds, before the long wait for a model load),
-    then /health, then the voices and one test synthesis. False if a stop came first."""
+    then /health, then the voices and one test synthesis (the canary, timed for `cold`).
+    False if a stop came first."""
     budget = Budget(settings.health_timeout_seconds, _stop)
-    return (
-        check_storage(sqs, s3, settings, budget)
-        and check_health(speech, settings, budget)
-        and check_model(speech, settings, budget)
-    )
+    if not (check_storage(sqs, s3, settings, budget) and check_health(speech, settings, budget)):
+        return False
+    canary_started = time.time()
+    if not check_model(speech, settings, budget):
+        return False
+    cold.ready(canary_started, time.time())
+    return True
+
+
+def _cold_start(settings: Settings, metrics: Metrics) -> ColdStart:
+    """The cold-start record (worker/coldstart.py); what ECS says is read on a thread of its
+    own, so the metadata endpoint and DescribeTasks never delay the first receive."""
+    cold = ColdStart(ColdStartMetrics(metrics).emit)
+
+    def describe_tasks(cluster: str, task_arn: str) -> Any:
+        import boto3
+
+        ecs = boto3.client("ecs", region_name=settings.aws_region)
+        return ecs.describe_tasks(cluster=cluster, tasks=[task_arn])
+
+    threading.Thread(
+        target=gather, args=(cold, dict(os.environ), describe_tasks), daemon=True
+    ).start()
+    return cold
 
 
 def _configure_logging() -> None:
@@ -117,8 +141,10 @@ def main() -> int:
         log.error("configuration error: cannot create AWS clients: %s", error)
         return EXIT_MISCONFIGURED
     speech = _speech_client(settings)
+    metrics = Metrics(stack=settings.stack_name)
+    cold = _cold_start(settings, metrics)
     try:
-        if not _ready(settings, sqs, s3, speech):
+        if not _ready(settings, sqs, s3, speech, cold):
             log.info("stopped during start-up")
             return 0
     except Misconfigured as error:
@@ -132,8 +158,16 @@ def main() -> int:
         settings.protection_expires_minutes,
         settings.protection_renew_seconds,
     )
-    metrics = Metrics(stack=settings.stack_name)
-    worker = Worker(settings, sqs, s3, speech, protection, metrics, delete_sqs=deletes)
+    events = Events()
+
+    def first_job(happened: Happened) -> None:
+        if happened.event is Event.DONE:
+            cold.job_done()
+
+    events.subscribe(first_job)
+    worker = Worker(
+        settings, sqs, s3, speech, protection, metrics, events=events, delete_sqs=deletes
+    )
     _on_stop.append(worker.request_stop)  # signals now drain the worker
     if _stop.is_set():  # one that came while it was being built stops it at once
         worker.request_stop()

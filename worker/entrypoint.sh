@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # GPU task entrypoint: one container runs vLLM-Omni (the speech server) and the worker.
 #
+# 0. Skip repeated work (issue 24). With WEIGHTS_URI set (`worker.weights: s3`), the weights
+#    are fetched into WEIGHTS_DIR first (`python -m worker.weights fetch`, worker/weights.py)
+#    and served from there under the model's name. vLLM's compile caches (VLLM_CACHE_ROOT,
+#    Triton's beneath it) are restored from S3 for this GPU type (`cache/` beside `weights/`)
+#    (worker/compile_cache.py), and the talker's CUDA-graph sizes are matched to CONCURRENCY
+#    (`--stage-overrides`, worker/vllm_args.py).
 # 1. `vllm serve "$MODEL" --omni --host 127.0.0.1 --port 8091` starts in the background, on
 #    the loopback interface only: the worker beside it is its one client, and the server has no
 #    API key, so nothing else on the task's network may reach it.
-# 2. Wait for its /health (a GPU model load takes about a minute; fail fast if it dies).
+# 2. Wait for its /health (a GPU model load takes about a minute; fail fast if it dies). Once
+#    healthy, the compile caches are saved for the next start on this GPU type (in the
+#    background: the worker does not wait for the upload).
 # 3. Run `python -m worker` and forward SIGTERM/SIGINT to it. The worker drains (finishes
 #    in-flight jobs, releases the rest) and only after it exits is vLLM stopped, so no
 #    in-flight synthesis loses its server. (A plain `exec python -m worker` would make the
@@ -22,6 +30,9 @@
 # Durations may be given with decimals ("900", "12.5"): bash has integer arithmetic only, so
 # every one is read once into tenths of a second, and anything that is not a number of
 # seconds exits 2 with one line.
+#
+# Every step is timed: `mark NAME` appends `NAME <epoch seconds>` to COLDSTART_MARKS, which
+# the worker turns into `ColdStartSeconds` lines with ECS's own timestamps (worker/coldstart.py).
 set -uo pipefail
 
 EXIT_SLACK_TENTHS=5 # a SIGKILL, the reaping and this script's exit
@@ -49,6 +60,14 @@ now() {
 
 seconds_text() { printf '%d.%d' $(($1 / 10)) $(($1 % 10)); } # tenths -> "12.5"
 
+export COLDSTART_MARKS="${COLDSTART_MARKS:-${TMPDIR:-/tmp}/coldstart-marks}"
+: >"$COLDSTART_MARKS"
+# mark NAME: this moment, in epoch seconds with a '.' whatever the locale's separator.
+mark() {
+  local micros=${EPOCHREALTIME//[!0-9]/}
+  printf '%s %d.%06d\n' "$1" $((10#$micros / 1000000)) $((10#$micros % 1000000)) >>"$COLDSTART_MARKS"
+}
+
 MODEL="${SPEECH_MODEL:-${MODEL:-}}"
 PORT="${SPEECH_PORT:-8091}"
 tenths HEALTH_TIMEOUT_SECONDS 900 && health_timeout=$REPLY
@@ -61,6 +80,9 @@ worker_stop=$((stop_total - vllm_stop - 2 * EXIT_SLACK_TENTHS))
 if [[ -z "$MODEL" ]]; then
   log "SPEECH_MODEL (or MODEL) is not set"
   exit 2
+fi
+if ! stage_overrides=$("$PYTHON" -m worker.vllm_args); then
+  exit 2 # it said which setting, in one line
 fi
 
 worker_pid=""
@@ -75,7 +97,49 @@ on_term() {
 }
 trap on_term TERM INT
 
-vllm serve "$MODEL" --omni --host 127.0.0.1 --port "$PORT" &
+# step CMD...: a start-up step, run in the background so that a stop ends it at once instead
+# of after it (the weights fetch resumes where it stopped; a cache restore only saves time).
+# Its status; on a stop, exit 0 as a stop during start-up always does.
+step() {
+  "$@" &
+  local pid=$! code
+  while true; do
+    wait "$pid"
+    code=$?
+    if ((stopping)); then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null
+      log "stopped during start-up"
+      exit 0
+    fi
+    kill -0 "$pid" 2>/dev/null || return "$code" # else a signal interrupted the wait
+  done
+}
+
+# The weights: from S3 onto the task's disk when WEIGHTS_URI is set; else baked in the image.
+serve=("$MODEL")
+if [[ -n "${WEIGHTS_URI:-}" ]]; then
+  WEIGHTS_DIR="${WEIGHTS_DIR:-${TMPDIR:-/tmp}/weights}"
+  mark weights-start
+  if ! step "$PYTHON" -m worker.weights fetch "$WEIGHTS_URI" "$WEIGHTS_DIR"; then
+    log "the weights could not be fetched from ${WEIGHTS_URI}"
+    exit 1
+  fi
+  mark weights-end
+  serve=("$WEIGHTS_DIR" --served-model-name "$MODEL")
+fi
+
+# Beside the fetched weights (the task's data volume, NVMe with gpu.localStorage), else /tmp.
+if [[ -n "${WEIGHTS_URI:-}" ]]; then cache_home="${WEIGHTS_DIR%/*}"; else cache_home="${TMPDIR:-/tmp}"; fi
+export VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-$cache_home/vllm-cache}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$VLLM_CACHE_ROOT/triton}"
+mark cache-start
+step "$PYTHON" -m worker.compile_cache restore # never fails the start: a miss only costs time
+mark cache-end
+
+mark server-start
+vllm serve "${serve[@]}" --omni --host 127.0.0.1 --port "$PORT" \
+  --stage-overrides "$stage_overrides" &
 vllm_pid=$!
 
 # stop_vllm TENTHS: SIGTERM, then SIGKILL once TENTHS have passed.
@@ -151,6 +215,8 @@ supervise() {
 }
 
 wait_for_health
+mark server-healthy
+"$PYTHON" -m worker.compile_cache save &
 # QA_MODE=asr: the transcript check's recognizer, a second vLLM server (worker/asr_server.sh).
 if [[ "${QA_MODE:-}" == asr ]]; then
   source "${BASH_SOURCE[0]%/*}/asr_server.sh"

@@ -101,3 +101,62 @@ class Metrics:
     def failed_on_quality(self, **properties: Any) -> None:
         """A job that failed its output checks: a failed job, counted in both series."""
         self.emit({JOBS_FAILED: 1.0, JOBS_FAILED_ON_QUALITY: 1.0}, **properties)
+
+
+# ---- the cold start (worker/coldstart.py) --------------------------------------------
+# One line per phase, so each carries its own `Phase` dimension beside `Stack` and the
+# `InstanceType` (a figure that differs by GPU type is read per type). Read back by
+# `tts-fleet coldstart` (tts_fleet/client/coldstart.py).
+COLD_START_SECONDS = "ColdStartSeconds"
+PHASE_DIMENSION = "Phase"
+INSTANCE_TYPE_DIMENSION = "InstanceType"
+COLD_START_DIMENSIONS = (STACK_DIMENSION, PHASE_DIMENSION, INSTANCE_TYPE_DIMENSION)
+# The phases, in the order a cold start goes through them (worker/coldstart.py says what each
+# spans); `total` is the whole of it, task created → first job done.
+PROVISION = "provision"
+PULL = "pull"
+WEIGHTS = "weights"
+CACHE = "cache"
+SERVER = "server"
+CANARY = "canary"
+FIRST_JOB = "first-job"
+TOTAL = "total"
+COLD_START_PHASES = (PROVISION, PULL, WEIGHTS, CACHE, SERVER, CANARY, FIRST_JOB, TOTAL)
+
+
+def cold_start_record(
+    stack: str, phase: str, seconds: float, instance_type: str, timestamp_ms: int
+) -> dict[str, Any]:
+    """The EMF record of one phase (the writer below and the readers share this shape)."""
+    return {
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [list(COLD_START_DIMENSIONS)],
+                    "Metrics": [{"Name": COLD_START_SECONDS, "Unit": "Seconds"}],
+                }
+            ],
+        },
+        STACK_DIMENSION: stack or UNNAMED_STACK,
+        PHASE_DIMENSION: phase,
+        INSTANCE_TYPE_DIMENSION: instance_type,
+        COLD_START_SECONDS: round(seconds, 3),
+    }
+
+
+class ColdStartMetrics:
+    """Writes `ColdStartSeconds` lines to the stream of a `Metrics` (one line, written whole)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def emit(self, phase: str, seconds: float, instance_type: str) -> None:
+        m = self._metrics
+        record = cold_start_record(m._stack, phase, seconds, instance_type, int(time.time() * 1000))
+        line = json.dumps(record, separators=(",", ":"))
+        with m._lock:
+            stream = m._stream or sys.stdout
+            stream.write(line + "\n")
+            stream.flush()

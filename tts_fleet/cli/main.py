@@ -71,6 +71,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "scaling",
         "Show how a stack sizes its fleet in its scaling.mode.",
     ),
+    "coldstart": CommandInfo(
+        "tts_fleet.cli.coldstart",
+        "coldstart",
+        "Cold-start phases of a stack's workers: p50 and p95 per phase and instance type.",
+    ),
     "preflight": CommandInfo(
         "tts_fleet.cli.preflight",
         "preflight",

@@ -211,9 +211,11 @@ def _common(func: Any) -> Any:
                      help="burst:N | bursts:N:EVERY_H:HOURS | poisson:RATE_PER_MIN:HOURS | "
                      "sparse:GAP_MIN:HOURS | "
                      "diurnal:PEAK_PER_MIN:DAYS | FILE.csv | cloudwatch"),
-        click.option("--timing", "timing", type=click.Choice(sorted(PROFILES)),
+        click.option("--timing", "timing", type=click.Choice(sorted([*PROFILES, MEASURED])),
                      default="default", show_default=True,
-                     help="Timing profile (tts_fleet/scaling/physics.py)."),
+                     help="Timing profile (tts_fleet/scaling/physics.py); measured: the "
+                     "default's with the cold start --stack's workers measured over --days "
+                     "(tts-fleet coldstart)."),
         *aws_flags(),
         stack_file_option("Take config from Pulumi.<stack>.yaml (and, with --trace "
                           "cloudwatch, the queue from its outputs)."),
@@ -239,10 +241,35 @@ def _common(func: Any) -> Any:
     return func
 
 
+# `--timing measured`: the profile is built from the stack's ColdStartSeconds figures.
+MEASURED = "measured"
+
+
+def timing_profile(o: dict[str, Any]) -> Profile:
+    """The --timing profile; `measured` reads --stack's CloudWatch figures (BadInput if none)."""
+    if o["timing"] != MEASURED:
+        return PROFILES[o["timing"]]
+    if not o["stack"]:
+        raise BadInput("--timing measured needs --stack S (whose workers' cold starts to use)")
+    import time
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from tts_fleet.client.aws import AwsSettings, NoRegion, client_for
+    from tts_fleet.client.coldstart import ColdStartError, measured_profile, read_figures
+
+    try:
+        cloudwatch = client_for("cloudwatch", AwsSettings(o["region"], o["profile"]))
+        _, figures = read_figures(o["stack"], o["days"], cloudwatch=cloudwatch, now=time.time())
+        return measured_profile(figures)
+    except (ColdStartError, NoRegion, BotoCoreError, ClientError) as error:
+        raise BadInput(f"--timing measured: {error}") from None
+
+
 def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     try:
         cfg = load_config(o["stack"], o["project_dir"], o)
-        profile = with_batching(PROFILES[o["timing"]], o["job_seconds"], o["batch_alpha"])
+        profile = with_batching(timing_profile(o), o["job_seconds"], o["batch_alpha"])
         rates = rates_for(cfg, _region(o))
         trace = load_trace(
             o["spec"], o["seed"], o["stack"], o["days"], o["queue_name"], o["region"], o["profile"]

@@ -14,6 +14,8 @@ SERVICE_NAME = "serviceName"
 PRODUCER_POLICY_ARN = "producerPolicyArn"
 READER_POLICY_ARN = "readerPolicyArn"
 IMAGE_URI = "imageUri"
+# The compressed size of each worker image layer in pull order; null for a prebuilt image.
+IMAGE_LAYER_BYTES = "imageLayerBytes"
 DASHBOARD_URL = "dashboardUrl"
 ALERTS_TOPIC_ARN = "alertsTopicArn"
 CONTROLLER_FUNCTION_ARN = "controllerFunctionArn"  # only with scaling.mode: controller
@@ -32,6 +34,7 @@ ALL = (
     PRODUCER_POLICY_ARN,
     READER_POLICY_ARN,
     IMAGE_URI,
+    IMAGE_LAYER_BYTES,
     DASHBOARD_URL,
     ALERTS_TOPIC_ARN,
     CONTROLLER_FUNCTION_ARN,

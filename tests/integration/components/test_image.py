@@ -27,7 +27,11 @@ from tts_fleet.config.models import DEFAULT_BASE_IMAGE, WorkerConfig
 
 ACCOUNT = "123456789012"
 PINNED_REVISION = WorkerConfig().model_revision
-DEFAULT_BUILD_ARGS = {"BASE_IMAGE": DEFAULT_BASE_IMAGE, "MODEL_REVISION": PINNED_REVISION}
+DEFAULT_BUILD_ARGS = {
+    "BASE_IMAGE": DEFAULT_BASE_IMAGE,
+    "MODEL_REVISION": PINNED_REVISION,
+    "WEIGHTS": "image",
+}
 
 
 @pytest.fixture
@@ -49,6 +53,7 @@ def test_tag_changes_with_each_build_arg(worker_copy: Path) -> None:
     before = image_tag(worker_copy, "m", DEFAULT_BUILD_ARGS)
     assert image_tag(worker_copy, "m", {**DEFAULT_BUILD_ARGS, "MODEL_REVISION": "abc"}) != before
     assert image_tag(worker_copy, "m", {**DEFAULT_BUILD_ARGS, "BASE_IMAGE": "x:1"}) != before
+    assert image_tag(worker_copy, "m", {**DEFAULT_BUILD_ARGS, "WEIGHTS": "s3"}) != before
     assert image_tag(worker_copy, "m", dict(reversed(DEFAULT_BUILD_ARGS.items()))) == before
 
 
@@ -196,7 +201,8 @@ def project(aws_env: dict[str, str]) -> Iterator[dict[str, Any]]:
 
 
 def builds(project: str) -> list[str]:
-    return boto3.client("codebuild").list_builds_for_project(projectName=project)["ids"]
+    ids: list[str] = boto3.client("codebuild").list_builds_for_project(projectName=project)["ids"]
+    return ids
 
 
 def no_sleep(_: float) -> None:
@@ -211,26 +217,47 @@ def test_create_starts_one_build_and_returns_its_id(
     started = builds("worker-build")
     assert len(started) == 1
     assert result.id == project["image_uri"]
-    assert result.outs == {**project, "build_id": started[0]}
+    # moto's build pushes nothing, so there is no manifest to measure.
+    assert result.outs == {**project, "build_id": started[0], "layer_bytes": []}
+
+
+ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
+LAYER_BYTES = [29_150_000, 1_402_000_000, 1_790_000_000, 531_000_000, 372_000_000, 1_200, 9_800]
+
+
+def manifest(sizes: list[int]) -> str:
+    """An OCI image manifest as buildx pushes it with zstd layers."""
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": "sha256:" + "0" * 64,
+                "size": 1,
+            },
+            "layers": [
+                {"mediaType": ZSTD_LAYER, "digest": f"sha256:{i:064x}", "size": size}
+                for i, size in enumerate(sizes, start=1)
+            ],
+        }
+    )
 
 
 def test_an_image_already_in_ecr_is_reused_without_a_build(project: dict[str, Any]) -> None:
     ecr = boto3.client("ecr")
-    ecr.put_image(
-        repositoryName="worker",
-        imageManifest=json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "config": {"digest": "sha256:" + "0" * 64, "size": 1},
-                "layers": [],
-            }
-        ),
-        imageTag="tag-a",
-    )
+    ecr.put_image(repositoryName="worker", imageManifest=manifest(LAYER_BYTES), imageTag="tag-a")
     outs = image_build.ensure_image(project, sleep=no_sleep)
-    assert outs == {**project, "build_id": ""}
+    assert outs == {**project, "build_id": "", "layer_bytes": LAYER_BYTES}
     assert builds("worker-build") == []
+
+
+def test_layer_sizes_read_the_pushed_manifest_in_pull_order(project: dict[str, Any]) -> None:
+    ecr = boto3.client("ecr")
+    ecr.put_image(repositoryName="worker", imageManifest=manifest([5, 7, 3]), imageTag="t")
+    uri = project["image_uri"].replace(":tag-a", ":t")
+    assert image_build.layer_sizes(ecr, uri) == [5, 7, 3]
+    assert image_build.layer_sizes(ecr, uri.replace(":t", ":absent")) == []
 
 
 def test_update_builds_the_new_tag_and_diff_sees_only_real_changes(

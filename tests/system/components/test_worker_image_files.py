@@ -11,6 +11,7 @@ build (no Docker engine here).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -22,12 +23,24 @@ from pathlib import Path
 
 import pytest
 
+from components.image import PRINT_LAYERS
 from tests.lib.stack_support import WORKER_DIR
+from tests.unit.components.test_worker_image_files import weights_step
 
 ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
-# vLLM listens on loopback only: the worker beside it is its one client.
-VLLM_START = "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port}"
+# vLLM listens on loopback only: the worker beside it is its one client. The talker's graph
+# sizes follow CONCURRENCY (4 by default: worker/vllm_args.py).
+STAGE_OVERRIDES = (
+    '{"0":{"max_num_seqs":4,"compilation_config":{"cudagraph_capture_sizes":[1,2,4]}}}'
+)
+VLLM_START = (
+    "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port} --stage-overrides "
+    + STAGE_OVERRIDES.replace("{", "{{").replace("}", "}}")
+)
+# The stand-in package runs the real helper modules the entrypoint calls (worker.vllm_args,
+# worker.compile_cache) and its own __main__: its directory comes first on the package path.
+STAND_IN_INIT = f"__path__.append({str(WORKER_DIR)!r})\n"
 
 FAKE_VLLM = """#!{python}
 import http.server, os, signal, sys, threading, time
@@ -87,7 +100,7 @@ sys.exit(int(os.environ.get("WORKER_EXIT", "0")))
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
@@ -112,7 +125,7 @@ def sandbox(tmp_path: Path) -> dict[str, str]:
     vllm.chmod(0o755)
     package = tmp_path / "pkg" / "worker"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
+    (package / "__init__.py").write_text(STAND_IN_INIT)
     (package / "__main__.py").write_text(FAKE_WORKER)
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -262,3 +275,93 @@ def test_a_stop_while_the_worker_starts_still_drains_it(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert read(events)[-3:] == ["worker-term", "worker-exit", "vllm-term"]
+
+
+# ── the Dockerfile's weights step and the buildspec's layer report, run by a shell ─────────
+
+RECORDER = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$CALLS"
+"""
+
+
+def recording_path(tmp_path: Path, *names: str) -> dict[str, str]:
+    """A PATH whose `names` only record how they were called (into $CALLS)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in names:
+        (bin_dir / name).write_text(RECORDER)
+        (bin_dir / name).chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "CALLS": str(tmp_path / "calls")}
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(
+    ("weights", "status", "downloads"), [("s3", 0, False), ("image", 0, True), ("both", 1, False)]
+)
+def test_the_weights_step_downloads_only_with_weights_image(
+    tmp_path: Path, weights: str, status: int, downloads: bool
+) -> None:
+    """The RUN as the builder runs it (`/bin/sh -c`, build args in the environment), with a
+    python3 that only records: WEIGHTS=s3 never reaches for the hub."""
+    env = {
+        **recording_path(tmp_path, "python3"),
+        "WEIGHTS": weights,
+        "MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+        "MODEL_REVISION": "0c0e3051f131929182e2c023b9537f8b1c68adfe",
+    }
+    result = subprocess.run(
+        ["/bin/sh", "-c", weights_step().removeprefix("RUN ")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == status, result.stderr
+    calls = Path(env["CALLS"]).read_text() if Path(env["CALLS"]).exists() else ""
+    assert ("snapshot_download" in calls) is downloads
+    if status:
+        assert result.stderr == "WEIGHTS must be image or s3, not 'both'\n"
+
+
+@pytest.mark.processes
+def test_the_build_prints_each_layer_s_compressed_size(tmp_path: Path) -> None:
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "layers": [
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "size": size}
+            for size in (29_150_000, 1_402_000_000, 9_800)
+        ],
+    }
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    aws = bin_dir / "aws"  # `--query ... --output text` prints the manifest string itself
+    aws.write_text(f'#!/bin/sh\necho "$*" > {tmp_path / "args"}\ncat {tmp_path / "m.json"}\n')
+    aws.chmod(0o755)
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "REPOSITORY_URI": "123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-dev-image",
+        "IMAGE_TAG": "1f2e3d4c5b6a79881726",
+        "CODEBUILD_BUILD_SUCCEEDING": "1",
+    }
+    result = subprocess.run(
+        ["bash", "-c", PRINT_LAYERS], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "layer 1 29.1 MB",
+        "layer 2 1402.0 MB",
+        "layer 3 0.0 MB",
+        "image 1.43 GB compressed",
+    ]
+    args = (tmp_path / "args").read_text()
+    assert "--repository-name tts-dev-image --image-ids imageTag=1f2e3d4c5b6a79881726" in args
+    failed = subprocess.run(
+        ["bash", "-c", PRINT_LAYERS],
+        env={**env, "CODEBUILD_BUILD_SUCCEEDING": "0"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (failed.returncode, failed.stdout) == (0, "")  # a failed build has nothing to weigh

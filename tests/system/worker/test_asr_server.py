@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.lib.stack_support import WORKER_DIR
+from tests.system.components.test_worker_image_files import STAGE_OVERRIDES, STAND_IN_INIT
 
 ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
@@ -98,7 +99,7 @@ def sandbox(tmp_path: Path) -> dict[str, str]:
     vllm.chmod(0o755)
     package = tmp_path / "pkg" / "worker"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
+    (package / "__init__.py").write_text(STAND_IN_INIT)  # the entrypoint's helper modules
     (package / "__main__.py").write_text(FAKE_WORKER)
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -149,7 +150,8 @@ def test_the_asr_server_starts_between_the_speech_server_and_the_worker_and_stop
     lines = read(events)
     tts_port, asr_port = sandbox["SPEECH_PORT"], sandbox["ASR_PORT"]
     assert lines[:3] == [
-        f"tts-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {tts_port}",
+        f"tts-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {tts_port}"
+        f" --stage-overrides {STAGE_OVERRIDES}",
         f"asr-start serve openai/whisper-large-v3-turbo --host 127.0.0.1 --port {asr_port}"
         " --gpu-memory-utilization 0.25",
         "worker-start asr",

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import pytest
+import yaml
 
 from components.image import BUILD_ARGS, BUILDSPEC, WorkerImage, WorkerImageArgs
 from components.image_source import (
@@ -227,10 +228,10 @@ def test_the_model_revision_reaches_the_build() -> None:
 def test_every_build_arg_is_passed_and_is_an_arg_of_the_dockerfile() -> None:
     dockerfile = (WORKER_DIR / "Dockerfile").read_text()
     declared = set(re.findall(r"^ARG (\w+)", dockerfile, flags=re.MULTILINE))
-    assert set(BUILD_ARGS) == {"BASE_IMAGE", "MODEL", "MODEL_REVISION"}
+    assert set(BUILD_ARGS) == {"BASE_IMAGE", "MODEL", "MODEL_REVISION", "WEIGHTS"}
     assert set(BUILD_ARGS) <= declared
     for arg in BUILD_ARGS:
-        assert f'--build-arg {arg}="${arg}"' in BUILDSPEC
+        assert f'--build-arg {arg}=\\"${arg}\\"' in BUILDSPEC  # JSON-quoted in the YAML
     assert "FROM ${BASE_IMAGE}" in dockerfile
     assert "revision=os.environ['MODEL_REVISION']" in dockerfile
     # The variables the build args read are the project's (IMAGE_TAG is set per build).
@@ -239,9 +240,13 @@ def test_every_build_arg_is_passed_and_is_an_arg_of_the_dockerfile() -> None:
 
 
 def test_the_buildspec_pulls_the_base_image_with_retries_before_building() -> None:
-    lines = [line.strip() for line in BUILDSPEC.splitlines()]
+    lines = [
+        command
+        for phase in yaml.safe_load(BUILDSPEC)["phases"].values()
+        for command in phase["commands"]
+    ]
     pull = next(i for i, line in enumerate(lines) if 'docker pull "$BASE_IMAGE"' in line)
-    build_at = next(i for i, line in enumerate(lines) if line.startswith("- docker build"))
+    build_at = next(i for i, line in enumerate(lines) if line.startswith("docker buildx build"))
     assert pull < build_at
     assert "for n in 1 2 3 4" in lines[pull]
     assert json.dumps(BUILDSPEC)  # plain text, no Output inside

@@ -194,6 +194,7 @@ def test_main_exports_the_stack_outputs() -> None:
     build_args = {
         "BASE_IMAGE": DEFAULT_BASE_IMAGE,
         "MODEL_REVISION": WorkerConfig().model_revision,
+        "WEIGHTS": WorkerConfig().weights,
     }
     tag = image_tag(WORKER_DIR, "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", build_args)
     assert exports == {
@@ -205,6 +206,7 @@ def test_main_exports_the_stack_outputs() -> None:
         "producerPolicyArn": "arn:aws:iam:us-east-1:123456789012:tts-fleet-queue-producer",
         "readerPolicyArn": "arn:aws:iam:us-east-1:123456789012:tts-fleet-outputs-reader",
         "imageUri": f"123456789012.dkr.ecr.us-east-1.amazonaws.com/tts-fleet-image-repo:{tag}",
+        "imageLayerBytes": None,  # the build resource's output: no build runs under mocks
         "dashboardUrl": "https://us-east-1.console.aws.amazon.com/cloudwatch/home"
         "?region=us-east-1#dashboards:name=tts-fleet-dev-us-east-1",
         "alertsTopicArn": "arn:aws:sns:us-east-1:123456789012:tts-fleet-observability-alerts",
