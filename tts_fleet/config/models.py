@@ -810,6 +810,16 @@ class StackConfig(BaseModel):
                             f"must be <= scaling.maxWorkers ({value} > {top})",
                         )
                     )
+        # Application Auto Scaling sizes one service (the first pool's): in alarms mode the
+        # other pools would never get a worker.
+        if len(gpu.pools) > 1 and self.scaling.mode == "alarms":
+            problems.append(
+                (
+                    "gpu.pools",
+                    f"{len(gpu.pools)} pools need scaling.mode: controller (in alarms mode"
+                    " Application Auto Scaling sizes only the first pool's service)",
+                )
+            )
         floors = sum(pool.min_workers or 0 for pool in self.gpu.pools)
         if floors > top and not problems:
             problems.append(

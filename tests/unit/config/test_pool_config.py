@@ -97,6 +97,14 @@ def problems(raw: dict[str, Any]) -> list[str]:
             ["tts-fleet:gpu.pools: at most 9 pools (got 10)"],
         ),
         (
+            [SPOT, OD],
+            {"mode": "alarms"},
+            [
+                "tts-fleet:gpu.pools: 2 pools need scaling.mode: controller (in alarms mode"
+                " Application Auto Scaling sizes only the first pool's service)"
+            ],
+        ),
+        (
             [{**SPOT, "spotPrice": 1}],
             {},
             [
@@ -108,7 +116,7 @@ def problems(raw: dict[str, Any]) -> list[str]:
     ids=[
         "reserved-needs-group", "only-reserved-has-group", "group-arn-shape", "unique-names",
         "name-shape", "capacity-type", "pool-min-max", "inside-scaling-max", "floors-sum",
-        "at-most-nine", "unknown-key",
+        "at-most-nine", "alarms-one-pool", "unknown-key",
     ],
 )  # fmt: skip
 def test_each_pool_rule_is_one_line_naming_the_full_key(
