@@ -140,6 +140,15 @@ def task_policy(
                 "Action": ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
                 "Resource": protection_arn,
             },
+            {
+                # The cold-start record's `provision` phase starts at the task's createdAt,
+                # which only DescribeTasks gives (the metadata endpoint has none); the worker
+                # describes its own task (worker/coldstart.py). Only this cluster's tasks.
+                "Sid": "DescribeOwnTask",
+                "Effect": "Allow",
+                "Action": "ecs:DescribeTasks",
+                "Resource": protection_arn,
+            },
             *weights,
         ],
     }

@@ -181,6 +181,10 @@ def test_task_role_is_this_queue_dlq_prefixes_and_own_task_protection(
             ["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
             "arn:aws:ecs:us-east-1:123456789012:task/fleet/*",
         ),
+        "DescribeOwnTask": (
+            "ecs:DescribeTasks",
+            "arn:aws:ecs:us-east-1:123456789012:task/fleet/*",
+        ),
     }
 
 
