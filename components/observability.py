@@ -28,11 +28,18 @@ from tts_fleet.scaling.bands import OUTSTANDING_EXPRESSION
 from tts_fleet.scaling.pools import PoolSpec
 from worker.metrics import (
     AUDIO_SECONDS,
+    COLD_START_DIMENSIONS,
+    COLD_START_SECONDS,
     JOBS_COMPLETED,
     JOBS_FAILED,
+    JOBS_FAILED_ON_QUALITY,
+    PHASE_DIMENSION,
+    PIECES_CHECKED,
+    PIECES_REJECTED,
     QUEUE_WAIT_SECONDS,
     STACK_DIMENSION,
     SYNTH_SECONDS,
+    TOTAL,
 )
 from worker.metrics import NAMESPACE as WORKER_NAMESPACE
 
@@ -190,6 +197,14 @@ def dashboard_body(
         ("Dead-letter queue depth", [
             [sqs, "ApproximateNumberOfMessagesVisible", "QueueName", dlq, {"label": "DLQ"}],
         ], "Maximum"),
+        ("Output checks: pieces checked and rejected, jobs failed on quality", [
+            [own, PIECES_CHECKED, *mine, {"label": "Checked"}],
+            [own, PIECES_REJECTED, *mine, {"label": "Rejected (re-rendered)"}],
+            [own, JOBS_FAILED_ON_QUALITY, *mine, {"label": "Jobs failed on quality"}],
+        ], "Sum"),
+        ("Cold start seconds per phase (p50; `tts-fleet coldstart` for p95)", [
+            [{"expression": cold_start_search(stack), "label": "", "id": "coldStart"}],
+        ], "p50"),
     ]  # fmt: skip
     if scaling_widget is not None:  # e.g. what the controller decided, beside what ECS ran
         widgets.insert(2, scaling_widget)
@@ -202,6 +217,18 @@ def dashboard_body(
                 for i, (title, metrics, stat) in enumerate(widgets)
             ]
         }
+    )
+
+
+def cold_start_search(stack: str) -> str:
+    """Every phase's `ColdStartSeconds` of this stack, whatever the instance types: the
+    dashboard cannot list the types a stack will get, so it searches by dimension names
+    (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/search-expression-syntax.html).
+    `total` is left out: it dwarfs the phases it sums."""
+    schema = ",".join((WORKER_NAMESPACE, *COLD_START_DIMENSIONS))
+    return (
+        f'SEARCH(\'{{{schema}}} MetricName="{COLD_START_SECONDS}" {STACK_DIMENSION}='
+        f'"{stack}" NOT {PHASE_DIMENSION}="{TOTAL}"\', \'p50\', {PERIOD_SECONDS})'
     )
 
 

@@ -35,6 +35,7 @@ from tts_fleet.client.results import outcomes, result_objects
 from tts_fleet.config import outputs
 from tts_fleet.config.models import StackConfig
 from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
+from tts_fleet.controller.metrics import POOL_METRIC_NAMES as CONTROLLER_POOL_METRICS
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
@@ -282,7 +283,7 @@ def _dashboard_metrics(platform: RecordingMocks) -> set[Series]:
     own = [row for row in rows if isinstance(row[0], str) and "/" not in row[0]]
     # The controller's decisions share the namespace; they are its contract, not the worker's
     # (tests/unit/components/test_observability.py ties those to tts_fleet/controller/metrics.py).
-    worker = [row for row in own if row[1] not in CONTROLLER_METRICS]
+    worker = [row for row in own if row[1] not in (*CONTROLLER_METRICS, *CONTROLLER_POOL_METRICS)]
     return {(row[0], row[1], tuple(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in worker}
 
 
@@ -294,6 +295,8 @@ def _emitted_metrics(env: dict[str, str] | None = None) -> set[Series]:
     metrics = Metrics(stream, stack=stack)
     metrics.completed(1.0, 2.0, 0.5)
     metrics.failed()
+    metrics.checked(3, 1, {"runaway": 1})
+    metrics.failed_on_quality()
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     return {
         (
@@ -327,7 +330,7 @@ def test_the_dashboard_graphs_exactly_the_metrics_the_worker_emits(
 def test_two_stacks_workers_write_distinct_series(platform: RecordingMocks) -> None:
     prod = run_platform({"worker": WORKER_CONFIG, "queue": QUEUE_CONFIG}, stack="prod")
     dev_series, prod_series = (_emitted_metrics(_task_env(p)) for p in (platform, prod))
-    assert len(dev_series) == len(prod_series) == 5
+    assert len(dev_series) == len(prod_series) == 8
     assert dev_series.isdisjoint(prod_series)
     assert _dashboard_metrics(prod) == prod_series  # prod's dashboard: prod's series only
 

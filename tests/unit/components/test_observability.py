@@ -177,7 +177,7 @@ def test_two_stacks_dashboards_read_only_their_own_worker_series() -> None:
     ]
     for stack, board in bodies.items():
         own = [r for r in metric_rows(board["dashboardBody"]) if r[0] == "TtsFleet"]
-        assert len(own) == 7
+        assert len(own) == 10
         assert {tuple(r[2:4]) for r in own} == {("Stack", stack)}
 
 
@@ -188,7 +188,7 @@ def metric_rows(body: str) -> list[list]:
 def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> None:
     body = dashboard_body("eu-west-1", "jobs-q", "dlq-q", "gpu-cluster", "workers", "prod")
     document = json.loads(body)
-    assert len(document["widgets"]) == 6
+    assert len(document["widgets"]) == 8
     assert {w["properties"]["region"] for w in document["widgets"]} == {"eu-west-1"}
     rows = metric_rows(body)
     assert [
@@ -234,7 +234,20 @@ def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> Non
         "SynthSeconds",
         "AudioSeconds",
         "QueueWaitSeconds",
+        "PiecesChecked",
+        "PiecesRejected",
+        "JobsFailedOnQuality",
     }
+    # The cold start's series carry the instance type, unknown at deploy: one search of this
+    # stack's phases (tts-fleet coldstart reads the same metric, worker/coldstart.py writes it).
+    assert [
+        {
+            "expression": "SEARCH('{TtsFleet,Stack,Phase,InstanceType}"
+            ' MetricName="ColdStartSeconds" Stack="prod" NOT Phase="total"\', \'p50\', 60)',
+            "label": "",
+            "id": "coldStart",
+        }
+    ] in rows
     assert all(
         len(r) == 5 and r[2:4] == ["Stack", "prod"] and isinstance(r[4], dict)
         for r in rows
