@@ -62,7 +62,8 @@ PULL_BASE_IMAGE = (
     'for n in 1 2 3 4; do docker pull "$BASE_IMAGE" && break; '
     '[ "$n" = 4 ] && exit 1; sleep $((n * 30)); done'
 )
-BUILD_ARGS = ("BASE_IMAGE", "MODEL", "MODEL_REVISION", "WEIGHTS")  # ARGs of worker/Dockerfile
+# ARGs of worker/Dockerfile
+BUILD_ARGS = ("BASE_IMAGE", "MODEL", "MODEL_REVISION", "WEIGHTS", "ASR_MODEL", "ASR_MODEL_REVISION")
 ZSTD_LEVEL = 3  # zstd's own default: most of the decompression gain, a quick compression
 CREATE_BUILDER = "docker buildx create --name zstd --driver docker-container --use"
 DOCKER_BUILD = (
@@ -119,6 +120,14 @@ def lifecycle_policy(keep: int) -> str:
     return json.dumps({"rules": [rule]})
 
 
+def recognizer_build(worker: WorkerConfig) -> dict[str, str]:
+    """WorkerImageArgs' recognizer fields: `worker.qa.asrModel` at its pinned revision when
+    the stack checks outputs in mode `asr` (worker/asr_server.sh serves it), else none."""
+    if worker.qa.mode != "asr":
+        return {}
+    return {"asr_model": worker.qa.asr_model, "asr_model_revision": worker.qa.asr_model_revision}
+
+
 class WorkerImageArgs(ComponentArgs):
     image: str = ""
     worker_dir: str
@@ -127,14 +136,24 @@ class WorkerImageArgs(ComponentArgs):
     base_image: str = DEFAULT_BASE_IMAGE
     docker_hub_secret_arn: str = ""
     weights: WeightsSource = WorkerConfig.model_fields["weights"].default
+    # `worker.qa.mode: asr`: the recognizer baked in beside the TTS model ("": none).
+    asr_model: str = ""
+    asr_model_revision: str = ""
     keep_images: int = Field(KEEP_IMAGES, ge=1)
 
     def build_args(self) -> dict[str, str]:
-        """Build args besides MODEL that change the image (so its tag), as configured."""
+        """Build args besides MODEL that change the image (so its tag), as configured. The
+        recognizer's only when there is one, so a stack without `asr` keeps its image tag."""
+        recognizer = (
+            {"ASR_MODEL": self.asr_model, "ASR_MODEL_REVISION": self.asr_model_revision}
+            if self.asr_model
+            else {}
+        )
         return {
             "BASE_IMAGE": self.base_image,
             "MODEL_REVISION": self.model_revision,
             "WEIGHTS": self.weights,
+            **recognizer,
         }
 
 
@@ -252,6 +271,8 @@ class WorkerImage(pulumi.ComponentResource):
                     {"name": "MODEL", "value": args.model},
                     {"name": "MODEL_REVISION", "value": args.model_revision},
                     {"name": "WEIGHTS", "value": args.weights},
+                    {"name": "ASR_MODEL", "value": args.asr_model},
+                    {"name": "ASR_MODEL_REVISION", "value": args.asr_model_revision},
                     {"name": "IMAGE_TAG", "value": "set-by-each-build"},
                 ],
             },

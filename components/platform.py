@@ -28,7 +28,7 @@ from components.controller import (
     pool_dashboard_widget,
 )
 from components.controller import dashboard_widget as controller_widget
-from components.image import WorkerImage, WorkerImageArgs
+from components.image import WorkerImage, WorkerImageArgs, recognizer_build
 from components.network import Network, NetworkArgs
 from components.notifications import CompletionEvents, CompletionEventsArgs
 from components.observability import Observability, ObservabilityArgs, Widget
@@ -136,6 +136,7 @@ class Platform(pulumi.ComponentResource):
                 base_image=cfg.worker.base_image,
                 docker_hub_secret_arn=cfg.worker.docker_hub_secret_arn,
                 weights=cfg.worker.weights,
+                **recognizer_build(cfg.worker),
             ),
             opts=child,
         )

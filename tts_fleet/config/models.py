@@ -505,6 +505,14 @@ class QaConfig(_Section):
         min_length=1,
         description="Mode `asr`: the recognizer vLLM serves beside the TTS model.",
     )
+    asr_model_revision: str = Field(
+        "",
+        description=(
+            "Mode `asr` with an image the stack builds: the Hugging Face commit (40 hex digits)"
+            " of `asrModel` the build bakes in (`ARG ASR_MODEL_REVISION`), as `modelRevision`"
+            " pins the TTS model; a prebuilt `image` brings its own."
+        ),
+    )
 
 
 class WorkerConfig(_Section):
@@ -582,7 +590,7 @@ class WorkerConfig(_Section):
         QaConfig(),
         description=(
             "Output checks: `mode` (off, basic, asr), `retries`, `maxWer`, `onFail` (fail,"
-            " keep), `asrModel` (docs/deploy.md#output-checks)."
+            " keep), `asrModel` and its `asrModelRevision` (docs/deploy.md#output-checks)."
         ),
     )
     shared_memory_mib: int = Field(
@@ -621,6 +629,20 @@ class WorkerConfig(_Section):
         ):
             problems.append(
                 ("modelRevision", f"is the default model's commit: set the commit of {self.model}")
+            )
+        # Mode asr bakes the recognizer into the image the stack builds, pinned like the model.
+        revision = self.qa.asr_model_revision
+        if revision and not _COMMIT.fullmatch(revision):
+            problems.append(
+                ("qa.asrModelRevision", f"must be a commit SHA, 40 hex digits (got {revision!r})")
+            )
+        elif not revision and self.qa.mode == "asr" and not self.image:
+            problems.append(
+                (
+                    "qa.asrModelRevision",
+                    "mode asr bakes the recognizer into the image the stack builds: set the"
+                    f" commit SHA (40 hex digits) of {self.qa.asr_model}",
+                )
             )
         return problems
 

@@ -296,18 +296,28 @@ def recording_path(tmp_path: Path, *names: str) -> dict[str, str]:
 
 @pytest.mark.processes
 @pytest.mark.parametrize(
-    ("weights", "status", "downloads"), [("s3", 0, False), ("image", 0, True), ("both", 1, False)]
+    ("weights", "asr_model", "status", "downloads"),
+    [
+        ("s3", "", 0, 0),
+        ("image", "", 0, 1),
+        ("both", "", 1, 0),
+        ("s3", "openai/whisper-large-v3-turbo", 0, 1),  # the recognizer only
+        ("image", "openai/whisper-large-v3-turbo", 0, 2),
+    ],
 )
 def test_the_weights_step_downloads_only_with_weights_image(
-    tmp_path: Path, weights: str, status: int, downloads: bool
+    tmp_path: Path, weights: str, asr_model: str, status: int, downloads: int
 ) -> None:
     """The RUN as the builder runs it (`/bin/sh -c`, build args in the environment), with a
-    python3 that only records: WEIGHTS=s3 never reaches for the hub."""
+    python3 that only records: WEIGHTS=s3 never reaches for the hub, the recognizer of
+    `worker.qa.mode: asr` (ASR_MODEL) is fetched by the same code either way."""
     env = {
         **recording_path(tmp_path, "python3"),
         "WEIGHTS": weights,
         "MODEL": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
         "MODEL_REVISION": "0c0e3051f131929182e2c023b9537f8b1c68adfe",
+        "ASR_MODEL": asr_model,
+        "ASR_MODEL_REVISION": "ab" * 20 if asr_model else "",
     }
     result = subprocess.run(
         ["/bin/sh", "-c", weights_step().removeprefix("RUN ")],
@@ -318,7 +328,8 @@ def test_the_weights_step_downloads_only_with_weights_image(
     )
     assert result.returncode == status, result.stderr
     calls = Path(env["CALLS"]).read_text() if Path(env["CALLS"]).exists() else ""
-    assert ("snapshot_download" in calls) is downloads
+    downloaded = [call for call in calls.splitlines() if "snapshot_download(" in call]
+    assert len(downloaded) == downloads
     if status:
         assert result.stderr == "WEIGHTS must be image or s3, not 'both'\n"
 

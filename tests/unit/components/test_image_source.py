@@ -228,12 +228,19 @@ def test_the_model_revision_reaches_the_build() -> None:
 def test_every_build_arg_is_passed_and_is_an_arg_of_the_dockerfile() -> None:
     dockerfile = (WORKER_DIR / "Dockerfile").read_text()
     declared = set(re.findall(r"^ARG (\w+)", dockerfile, flags=re.MULTILINE))
-    assert set(BUILD_ARGS) == {"BASE_IMAGE", "MODEL", "MODEL_REVISION", "WEIGHTS"}
+    assert set(BUILD_ARGS) == {
+        "BASE_IMAGE",
+        "MODEL",
+        "MODEL_REVISION",
+        "WEIGHTS",
+        "ASR_MODEL",
+        "ASR_MODEL_REVISION",
+    }
     assert set(BUILD_ARGS) <= declared
     for arg in BUILD_ARGS:
         assert f'--build-arg {arg}=\\"${arg}\\"' in BUILDSPEC  # JSON-quoted in the YAML
     assert "FROM ${BASE_IMAGE}" in dockerfile
-    assert "revision=os.environ['MODEL_REVISION']" in dockerfile
+    assert 'revision=os.environ["MODEL_REVISION"]' in dockerfile
     # The variables the build args read are the project's (IMAGE_TAG is set per build).
     names = set(env_of(build()))
     assert names == {"REPOSITORY_URI", "IMAGE_TAG", *BUILD_ARGS}

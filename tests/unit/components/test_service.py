@@ -331,7 +331,14 @@ def test_a_capacity_type_change_reaches_a_service_that_can_take_it() -> None:
 
 
 def test_the_output_checks_come_from_the_worker_qa_config() -> None:
-    qa = QaConfig(mode="asr", retries=4, max_wer=0.05, on_fail="keep", asr_model="org/asr-small")
+    qa = QaConfig(
+        mode="asr",
+        retries=4,
+        max_wer=0.05,
+        on_fail="keep",
+        asr_model="org/asr-small",
+        asr_model_revision="e" * 40,
+    )
     worker = WorkerConfig(model="Qwen/X", model_revision="f" * 40, qa=qa)
     env = {
         e["name"]: e["value"]

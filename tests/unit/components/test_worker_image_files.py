@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from components.image import BUILD_ARGS, WorkerImageArgs
+from components.image import BUILD_ARGS, WorkerImageArgs, recognizer_build
 from tests.lib.stack_support import WORKER_DIR
+from tts_fleet.config.models import StackConfig
 from worker.settings import DATA_DIR, WEIGHTS_DIR
 
 
@@ -51,17 +52,52 @@ def test_with_weights_s3_the_build_downloads_no_weights() -> None:
     step = weights_step()
     branches = dict(re.findall(r"(\w+|\*)\) (.*?) ;;", step.removeprefix("RUN ")))
     assert set(branches) == {"image", "s3", "*"}
+    assert branches["image"] == 'python3 -c "$snapshot"'
     assert (
-        "snapshot_download(os.environ['MODEL'], revision=os.environ['MODEL_REVISION'])"
-        in (branches["image"])
+        'snapshot_download(os.environ["MODEL"], revision=os.environ["MODEL_REVISION"])'
+        in (step.split(" && ")[0])
     )
     assert "python" not in branches["s3"] and "huggingface" not in branches["s3"]
     assert branches["*"].endswith("exit 1")
-    assert step.startswith('RUN case "$WEIGHTS" in')
+    assert step.startswith("RUN snapshot=") and '&& case "$WEIGHTS" in' in step
     # The stack passes `worker.weights` as that build arg (and it is part of the image tag).
     assert "WEIGHTS" in BUILD_ARGS
     args = WorkerImageArgs(worker_dir=".", model="m", model_revision="r", weights="s3")
     assert args.build_args()["WEIGHTS"] == "s3"
+
+
+def test_the_recognizer_is_built_in_only_for_qa_mode_asr_at_its_pinned_revision() -> None:
+    # worker/asr_server.sh serves ASR_MODEL offline (HF_HUB_OFFLINE=1): the build must bake it
+    # in, with vLLM's audio extra; a stack in another mode keeps its build args (so its tag).
+    lines = instructions()
+    assert (
+        'RUN if [ -n "$ASR_MODEL" ]; then python3 -m pip install "vllm[audio]==${VLLM_VERSION}"; fi'
+        in lines
+    )
+    assert weights_step().endswith(
+        '&& if [ -n "$ASR_MODEL" ]; then MODEL="$ASR_MODEL" MODEL_REVISION="$ASR_MODEL_REVISION"'
+        ' python3 -c "$snapshot"; fi'
+    )
+    assert {"ASR_MODEL", "ASR_MODEL_REVISION"} <= set(BUILD_ARGS)
+    revision = "ab" * 20
+    asr = StackConfig.from_raw(
+        {"worker": {"qa": {"mode": "asr", "asrModelRevision": revision}}}
+    ).worker
+    assert recognizer_build(asr) == {
+        "asr_model": "openai/whisper-large-v3-turbo",
+        "asr_model_revision": revision,
+    }
+    assert recognizer_build(StackConfig().worker) == {}
+    plain = WorkerImageArgs(worker_dir=".", model="m", model_revision="r")
+    with_asr = WorkerImageArgs(
+        worker_dir=".", model="m", model_revision="r", **recognizer_build(asr)
+    )
+    assert set(plain.build_args()) == {"BASE_IMAGE", "MODEL_REVISION", "WEIGHTS"}
+    assert with_asr.build_args() == {
+        **plain.build_args(),
+        "ASR_MODEL": "openai/whisper-large-v3-turbo",
+        "ASR_MODEL_REVISION": revision,
+    }
 
 
 def test_the_data_volume_is_declared_and_the_worker_s_own() -> None:

@@ -251,3 +251,37 @@ def test_the_model_revision_is_a_commit_of_the_configured_model(
     assert StackConfig.from_raw({"worker": other}).worker.model_revision == "5" * 40
     prebuilt = {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "image": "repo/tts:v1"}
     assert StackConfig.from_raw({"worker": prebuilt}).worker.image == "repo/tts:v1"
+
+
+@pytest.mark.parametrize(
+    ("worker", "expected"),
+    [
+        (
+            {"qa": {"mode": "asr"}},
+            [
+                "tts-fleet:worker.qa.asrModelRevision: mode asr bakes the recognizer into the"
+                " image the stack builds: set the commit SHA (40 hex digits) of"
+                " openai/whisper-large-v3-turbo"
+            ],
+        ),
+        (
+            {"qa": {"asrModelRevision": "main"}},
+            [
+                "tts-fleet:worker.qa.asrModelRevision: must be a commit SHA, 40 hex digits"
+                " (got 'main')"
+            ],
+        ),
+        ({"qa": {"mode": "asr"}, "image": "123.dkr.ecr.us-east-1.amazonaws.com/w:1"}, []),
+        ({"qa": {"mode": "asr", "asrModelRevision": "ab" * 20}}, []),
+    ],
+    ids=["asr-needs-revision", "revision-is-a-commit", "prebuilt-brings-its-own", "pinned"],
+)
+def test_the_recognizer_baked_into_the_image_is_pinned_by_commit(
+    worker: dict[str, object], expected: list[str]
+) -> None:
+    try:
+        StackConfig.from_raw({"worker": worker})
+        problems: list[str] = []
+    except ConfigError as error:
+        problems = error.problems
+    assert problems == expected
