@@ -298,6 +298,13 @@ class LocalRun:
             speech_url=self.speech_url,
             speech_model=worker.model,
             asr_url=self.asr_url,
+            # The stack's output checks, as its task definition writes them
+            # (components/service.py); the ASR stand-in answers any model name.
+            qa_mode=worker.qa.mode,
+            qa_retries=worker.qa.retries,
+            qa_max_wer=worker.qa.max_wer,
+            qa_on_fail=worker.qa.on_fail,
+            asr_model=worker.qa.asr_model,
             concurrency=worker.concurrency,
             visibility_timeout=self.options.visibility_timeout,
             max_text_chars=worker.max_text_chars,

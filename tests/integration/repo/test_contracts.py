@@ -155,6 +155,25 @@ def test_the_local_fleets_env_loads_as_the_values_it_was_given(tmp_path: Path) -
     )
 
 
+def test_the_local_fleets_workers_check_outputs_as_the_stack_says(tmp_path: Path) -> None:
+    qa = {"mode": "asr", "retries": 3, "maxWer": 0.1, "onFail": "keep", "asrModel": "org/asr"}
+    cfg = StackConfig.from_raw({"worker": {**WORKER_CONFIG, "image": "r/w:1", "qa": qa}})
+    run = LocalRun(LocalOptions(out=tmp_path), cfg, [], Console(file=io.StringIO()))
+    run.aws = emulator.LocalAws(
+        "http://127.0.0.1:1", "https://q.local/jobs", "https://q.local/dlq", "b", None, None
+    )
+    run.speech_url, run.asr_url = "http://127.0.0.1:5555", "http://127.0.0.1:5556"
+    settings = load_settings(run.worker_env())
+    assert (
+        settings.qa_mode,
+        settings.qa_retries,
+        settings.qa_max_wer,
+        settings.qa_on_fail,
+        settings.asr_model,
+        settings.asr_url,
+    ) == ("asr", 3, 0.1, "keep", "org/asr", "http://127.0.0.1:5556")
+
+
 def test_the_test_helpers_env_loads_as_the_values_it_was_given() -> None:
     names = {"queue_url": "https://q/jobs", "dlq_url": "https://q/dlq", "bucket": "b"}
     env = worker_env({"AWS_REGION": "eu-west-1"}, SPEECH_URL="http://s:1", **env_for(names))
