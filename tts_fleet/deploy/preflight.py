@@ -15,14 +15,14 @@ Pure apart from the boto3 clients passed in (an EC2 and a Service Quotas client)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.config.gpu import ec2_instance_requirements
-from tts_fleet.config.models import GpuConfig, NetworkConfig, StackConfig
+from tts_fleet.config.models import GpuConfig, NetworkConfig, Pool, StackConfig
 from tts_fleet.cost.report import CostError, load_prices, pick_instance
 
 # The worker image (vllm/vllm-openai) is built for amd64 only; Managed Instances would not
@@ -95,7 +95,9 @@ class Price:
 class Preflight:
     stack: str
     region: str
-    capacity_type: str
+    capacity_type: str  # the price's purchase option (gpu.capacityType)
+    # gpu.pools as NAME:CAPACITY_TYPE in order (empty without pools); their quotas are checked.
+    pools: list[str]
     zones: list[str]
     eligible: list[InstanceType]
     quotas: list[QuotaCheck]
@@ -227,6 +229,31 @@ def quota_checks(
     return checks
 
 
+def quota_kind(capacity_type: str) -> str:
+    """The vCPU quota a pool draws on: Spot requests have their own; a Capacity Reservation
+    counts against the On-Demand one (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    capacity-reservations-limits.html)."""
+    return "spot" if capacity_type == "spot" else "on-demand"
+
+
+def pool_quota_checks(
+    quotas: Any, pools: Sequence[Pool], gpu_count: int, usable: Sequence[InstanceType]
+) -> list[QuotaCheck]:
+    """The quota checks of every purchase option the stack's pools use, each over the types
+    its pools admit (a pool's allowedInstanceTypes, else every usable type). One pool (a stack
+    without gpu.pools) is the single check of its capacity type, as before pools."""
+    by_kind: dict[str, dict[str, InstanceType]] = {}
+    for pool in pools:
+        allowed = set(pool.allowed_instance_types)
+        admitted = by_kind.setdefault(quota_kind(pool.capacity_type), {})
+        admitted.update({t.name: t for t in usable if not allowed or t.name in allowed})
+    return [
+        check
+        for kind, types in sorted(by_kind.items())
+        for check in quota_checks(quotas, kind, gpu_count, types.values())
+    ]
+
+
 def cheapest_price(
     cfg: StackConfig, region: str, names: list[str]
 ) -> tuple[Price | None, list[str]]:
@@ -266,12 +293,13 @@ def run_preflight(cfg: StackConfig, stack: str, region: str, ec2: Any, quotas: A
         if n in facts
     ]
     usable = [t for t in eligible if t.zones]
-    checks = quota_checks(quotas, cfg.gpu.capacity_type, cfg.gpu.gpu_count, usable)
+    checks = pool_quota_checks(quotas, cfg.pools(), cfg.gpu.gpu_count, usable)
     price, unpriced = cheapest_price(cfg, region, [t.name for t in usable])
     result = Preflight(
         stack=stack,
         region=region,
         capacity_type=cfg.gpu.capacity_type,
+        pools=[f"{p.name}:{p.capacity_type}" for p in cfg.pools()] if cfg.gpu.pools else [],
         zones=zones,
         eligible=eligible,
         quotas=checks,
@@ -356,7 +384,8 @@ def check_stack(
 
 def render(result: Preflight) -> str:
     lines = [
-        f"preflight {result.stack}: {result.region}, {result.capacity_type}, "
+        f"preflight {result.stack}: {result.region}, "
+        f"{'pools ' + ', '.join(result.pools) if result.pools else result.capacity_type}, "
         f"zones {', '.join(result.zones) or '(none)'}",
         f"eligible instance types ({len(result.eligible)}):",
     ]

@@ -26,7 +26,7 @@ from tts_fleet.config.gpu import ec2_instance_requirements as instance_requireme
 from tts_fleet.config.gpu import instance_requirements as provider_requirements
 from tts_fleet.config.models import GpuConfig, StackConfig
 from tts_fleet.config.stack_file import StackFile
-from tts_fleet.deploy.preflight import ARCHITECTURES, VIRTUALIZATION, run_preflight
+from tts_fleet.deploy.preflight import ARCHITECTURES, VIRTUALIZATION, render, run_preflight
 
 ROOT = Path(__file__).resolve().parents[3]
 REGION = "us-east-1"
@@ -188,6 +188,44 @@ def test_dev_spot_checks_the_spot_quota_and_fits(moto_ec2: Any) -> None:
     # Cheapest on the price table, at the Spot table's price (the middle of $0.349-0.401).
     assert result.price is not None
     assert (result.price.instance_type, result.price.hourly_usd) == ("g6.xlarge", 0.375)
+
+
+def test_with_pools_each_purchase_option_s_quota_is_checked_over_its_pools_types(
+    moto_ec2: Any,
+) -> None:
+    group = "arn:aws:resource-groups:us-east-1:123456789012:group/tts-nightly"
+    cfg = StackConfig.from_raw(
+        {
+            "scaling": {"maxWorkers": 8},
+            "gpu": {
+                "pools": [
+                    {"name": "spot", "capacityType": "spot", "allowedInstanceTypes": ["g5.xlarge"]},
+                    {"name": "od", "capacityType": "on-demand"},
+                    {
+                        "name": "res",
+                        "capacityType": "reserved",
+                        "capacityReservationGroupArn": group,
+                        "allowedInstanceTypes": ["g6e.xlarge"],
+                    },
+                ]
+            },
+        }
+    )
+    requirements, _ = requirements_stub(cfg.gpu, [["g5.xlarge", "g6.xlarge", "g6e.xlarge"]])
+    # On-Demand first (the reserved pool draws on it too), then Spot: one call each.
+    quotas, quota_stub = quotas_stub({"L-DB2E81BA": 8.0, "L-3819A6DF": 16.0})
+    result = run_preflight(cfg, "nightly", REGION, SplitEc2(moto_ec2, requirements), quotas)
+    quota_stub.assert_no_pending_responses()
+    assert result.pools == ["spot:spot", "od:on-demand", "res:reserved"]
+    assert [(q.code, q.smallest_type, q.workers) for q in result.quotas] == [
+        ("L-DB2E81BA", "g5.xlarge", 2),  # od admits every type; the smallest takes 4 vCPU
+        ("L-3819A6DF", "g5.xlarge", 4),  # spot admits g5.xlarge only
+    ]
+    assert result.reachable_workers == 6
+    assert render(result).splitlines()[0] == (
+        "preflight nightly: us-east-1, pools spot:spot, od:on-demand, res:reserved, "
+        "zones us-east-1a, us-east-1b"
+    )
 
 
 def test_existing_subnets_in_zones_without_the_type_are_warned(moto_ec2: Any) -> None:
