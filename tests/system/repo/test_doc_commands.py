@@ -43,7 +43,8 @@ def documented_commands() -> list[tuple[str, str]]:
         text = doc.read_text(encoding="utf-8")
         where = doc.relative_to(ROOT).as_posix()
         for block in _FENCE.findall(text):
-            lines = [line.strip() for line in block.splitlines()]
+            # A command continued over lines (`\` at the end) is one command.
+            lines = [line.strip() for line in block.replace("\\\n", " ").splitlines()]
             if any(line.startswith("$ ") for line in lines):
                 lines = [line for line in lines if line.startswith("$ ")]
             found += [(where, _clean(m.group(1))) for m in map(_COMMAND.match, lines) if m]
@@ -65,6 +66,7 @@ _INLINE = re.compile(r"`((?:\.venv/bin/)?tts-fleet [^`]+)`")
 _PLACEHOLDER = re.compile(r"[<>…/|]|\.\.\.|\b[A-Z]+\b")  # <TRACE>, S, N, COMMAND, list/redrive
 
 
+_STACK_HEREDOC = re.compile(r"^cat > (Pulumi\.[\w-]+\.yaml) <<'YAML'\n(.*?)^YAML$", re.M | re.S)
 COMMANDS = documented_commands()
 
 
@@ -89,6 +91,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.prod.yaml"):
         shutil.copy(ROOT / name, root / name)
     (root / "jobs.jsonl").write_text(JOBS, encoding="utf-8")
+    # Stack files the docs write themselves before using them (`cat > Pulumi.S.yaml <<'YAML'`).
+    for doc in DOCS:
+        for name, body in _STACK_HEREDOC.findall(doc.read_text(encoding="utf-8")):
+            (root / name).write_text(body, encoding="utf-8")
     (root / "docs").mkdir()  # the docs' --plot examples write there
     return root
 

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tts_fleet.cli.local import local
+from tts_fleet.config.models import ConfigError
 from tts_fleet.local.report import pool_changes, pool_names, write_timeline
 from tts_fleet.local.run import LocalOptions, local_placement, local_pools, resolve_config
 from tts_fleet.local.scaler import Tick
@@ -54,11 +55,18 @@ def test_a_stack_with_pools_runs_one_group_per_pool_cheapest_known(project: Path
     assert 0 < specs[0].usd_per_hour < specs[1].usd_per_hour
 
 
-def test_without_gpu_pools_or_in_alarms_mode_the_fleet_is_one_group(project: Path) -> None:
+def test_without_gpu_pools_the_fleet_is_one_group(project: Path) -> None:
     plain = options(project, "plain")
     assert local_pools(resolve_config(plain), plain) == ()
-    alarms = options(project, "pools", mode="alarms")
-    assert local_pools(resolve_config(alarms), alarms) == ()
+
+
+def test_pools_in_alarms_mode_are_refused_as_the_stack_config_refuses_them(
+    project: Path,
+) -> None:
+    # Application Auto Scaling sizes one service: `local --mode alarms` on a pooled stack is
+    # the config error `deploy` would meet, before anything starts.
+    with pytest.raises(ConfigError, match=r"2 pools need scaling\.mode: controller"):
+        resolve_config(options(project, "pools", mode="alarms"))
 
 
 def test_max_workers_caps_each_pool_as_it_caps_schedules(project: Path) -> None:
