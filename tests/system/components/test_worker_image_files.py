@@ -206,7 +206,8 @@ def test_vllm_dying_mid_run_stops_the_worker_and_fails_the_task(
     start: object, sandbox: dict[str, str]
 ) -> None:
     events = Path(sandbox["EVENTS"])
-    proc = start(VLLM_MODE="die-after", VLLM_DIE_AFTER="1.5", WORKER_EXIT="0")  # type: ignore[operator]
+    # 4 s: the worker must be up first (its interpreter starts slowly on a loaded machine).
+    proc = start(VLLM_MODE="die-after", VLLM_DIE_AFTER="4", WORKER_EXIT="0")  # type: ignore[operator]
     # The worker drains and exits 0; ECS must still see a failure, not a clean stop.
     assert proc.wait(timeout=60) == 1
     assert read(events)[-3:] == ["vllm-died", "worker-term", "worker-exit"]
