@@ -193,3 +193,26 @@ def test_over_long_metadata_is_clipped_to_what_a_record_holds(tmp_path: Path) ->
     loaded.book.epub.language = "x" * 100
     record = loaded.book.record()
     assert len(record.title) == 1_000 and len(record.language) == 64
+
+
+def test_a_cover_page_named_by_the_guide_is_skipped_though_it_has_text(tmp_path: Path) -> None:
+    book = epub.EpubBook()
+    book.set_identifier("g")
+    book.set_title("G")
+    book.set_language("en")
+    documents = []
+    for name, body in (("front.xhtml", "<p>A Novel, by Someone</p>"), ("a.xhtml", "<p>Text.</p>")):
+        item = epub.EpubHtml(title=name, file_name=name)
+        item.content = f"<html><body>{body}</body></html>"
+        book.add_item(item)
+        documents.append(item)
+    book.guide.append({"type": "cover", "href": "front.xhtml", "title": "Cover"})
+    book.toc = [epub.Link("front.xhtml", "Cover", "c"), epub.Link("a.xhtml", "A", "a")]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *documents]
+    path = tmp_path / "g.epub"
+    epub.write_epub(str(path), book)
+    read = read_epub(path)
+    assert [c.title for c in read.chapters] == ["A"]
+    assert "front.xhtml: cover" in read.skipped
