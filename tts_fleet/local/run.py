@@ -454,7 +454,7 @@ def load_input(options: LocalOptions, cfg: StackConfig) -> LoadedJobs:
         cfg.worker.max_text_chars,
         _job_defaults(options),
         options.split_chars,
-        lexicon,
+        lexicon=lexicon,
     )
 
 
