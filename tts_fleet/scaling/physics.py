@@ -35,7 +35,8 @@ class Batching:
     exponent: float = 1.0
 
     def latency(self, in_flight: int) -> float:
-        return self.base_s * (1.0 + self.alpha * (in_flight - 1)) ** self.exponent
+        linear = 1.0 + self.alpha * (in_flight - 1)
+        return self.base_s * math.pow(linear, self.exponent)
 
     def throughput(self, in_flight: int) -> float:
         return in_flight / self.latency(in_flight)
