@@ -118,7 +118,7 @@ class Throughput:
         price = hourly_price(self._prices, host.life_cycle)
         cost = None
         if price is not None and rate is not None and audio_s is not None:
-            cost = round(price / 3600.0 * audio_s / rate, 6)
+            cost = float(f"{price / 3600.0 * audio_s / rate:.6g}")  # a tiny cost keeps its digits
         return Measured(host.instance_type, rate, cost)
 
     def _rate(self) -> float | None:
