@@ -56,3 +56,13 @@ def test_the_seed_profile_and_the_linear_law_are_unchanged() -> None:
     # A job's latency at 4 in flight, serial (the seed) and at alpha 0.25 (linear).
     assert SEED_PROFILE.batching.latency(4) == 8.0
     assert Batching(2.0, 0.25).latency(4) == 3.5
+
+
+def test_simulate_s_flags_keep_the_calibrated_law_unless_alpha_is_given() -> None:
+    from tts_fleet.cli.simulation import with_batching
+
+    kept = with_batching(DEFAULT_PROFILE, 3.0, None).batching
+    assert kept == Batching(3.0, DEFAULT_PROFILE.batching.alpha, DEFAULT_PROFILE.batching.exponent)
+    assert with_batching(DEFAULT_PROFILE, None, None) == DEFAULT_PROFILE
+    # --batch-alpha names the linear law: latency(c) = job-seconds × (1 + alpha·(c − 1)).
+    assert with_batching(DEFAULT_PROFILE, None, 0.25).batching == Batching(2.0, 0.25)
