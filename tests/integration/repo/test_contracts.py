@@ -200,7 +200,7 @@ def _run_worker_on(sqs: Any, s3: Any, settings: Settings, bodies: list[str]) -> 
     )["Messages"]
     assert len(messages) == len(bodies)
     metrics = Metrics(io.StringIO())
-    worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)  # type: ignore[arg-type]
+    worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)
     for message in messages:
         worker.handler(HeldMessage(message), worker.consumer)
 
