@@ -33,7 +33,7 @@ from components.network import Network, NetworkArgs
 from components.notifications import CompletionEvents, CompletionEventsArgs
 from components.observability import Observability, ObservabilityArgs, Widget
 from components.queue import JobQueue, JobQueueArgs
-from components.service import WorkerService, WorkerServiceArgs
+from components.service import WorkerService, WorkerServiceArgs, pool_prices
 from components.storage import BucketWriters, BucketWritersArgs, OutputBucket, OutputBucketArgs
 from tts_fleet.config import topology
 from tts_fleet.config.models import StackConfig
@@ -157,7 +157,9 @@ class Platform(pulumi.ComponentResource):
         )
         service = WorkerService(
             f"{name}-worker",
-            worker_service_args(cfg, network, queue, bucket, image, capacity, region),
+            worker_service_args(
+                cfg, network, queue, bucket, image, capacity, region, pool_prices(args.pools)
+            ),
             opts=child,
         )
         target = ScalableTarget(
@@ -313,6 +315,7 @@ def worker_service_args(
     image: WorkerImage,
     capacity: GpuCapacity,
     region: pulumi.Output[str],
+    pool_usd_per_hour: dict[str, float] | None = None,
 ) -> WorkerServiceArgs:
     """Everything the worker task needs to know, from the config and its sibling components."""
     return WorkerServiceArgs(
@@ -335,4 +338,5 @@ def worker_service_args(
         bucket_arn=bucket.bucket_arn,
         region=region,
         pool_providers=capacity.capacity_provider_names,
+        pool_usd_per_hour=pool_usd_per_hour or {},
     )

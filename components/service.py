@@ -21,6 +21,7 @@ deployment, so the controller steers pools by each service's desired count. With
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 
 import pulumi
 import pulumi_aws as aws
@@ -35,6 +36,7 @@ from components.service_policies import (
     task_protection_arn,
 )
 from tts_fleet.config.models import QueueConfig, WorkerConfig, memory_reservation_mib
+from tts_fleet.scaling.pools import PoolSpec
 from worker.settings import (
     DATA_DIR,
     DEFAULT_ASR_URL,
@@ -64,6 +66,7 @@ def worker_environment(
     bucket: str,
     region: str,
     stack: str,
+    pool_usd_per_hour: Mapping[str, float] | None = None,
 ) -> list[dict[str, str]]:
     """The env contract of `python -m worker` (DESIGN §3.4), written by the worker's own
     `worker_env`; called with resolved values, inside the task definition's `apply`. Plus
@@ -89,6 +92,11 @@ def worker_environment(
         asr_url=DEFAULT_ASR_URL,
         asr_model=worker.qa.asr_model,
     )
+    if pool_usd_per_hour:
+        # One task definition serves every pool: the worker picks its price by its host's
+        # life cycle (worker/throughput.py).
+        prices = json.dumps(dict(sorted(pool_usd_per_hour.items())), separators=(",", ":"))
+        values.update(worker_env(pool_usd_per_hour=prices))
     if worker.cuda_compatibility:
         values[CUDA_COMPATIBILITY_ENV] = "1"
     if worker.weights == "s3":
@@ -97,6 +105,15 @@ def worker_environment(
         values[WEIGHTS_URI_ENV] = f"s3://{bucket}/{prefix}"
         values[WEIGHTS_DIR_ENV] = WEIGHTS_DIR
     return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def pool_prices(pools: Iterable[PoolSpec]) -> dict[str, float]:
+    """Each capacity type's worker-hour price: its first pool's in the stack's order (the
+    preferred one), for the manifest's cost estimate (POOL_USD_PER_HOUR)."""
+    prices: dict[str, float] = {}
+    for pool in pools:
+        prices.setdefault(pool.capacity_type, pool.usd_per_hour)
+    return prices
 
 
 class WorkerServiceArgs(ComponentArgs):
@@ -121,6 +138,8 @@ class WorkerServiceArgs(ComponentArgs):
     # Each pool's capacity provider by pool name, in the stack's order (gpu.pools); empty: one
     # service on `capacity_provider_name`, as before pools.
     pool_providers: dict[str, StrInput] = Field(default_factory=dict)
+    # pool_prices(the stack's priced pools): POOL_USD_PER_HOUR; empty: no cost estimate.
+    pool_usd_per_hour: dict[str, float] = Field(default_factory=dict)
 
 
 class WorkerService(pulumi.ComponentResource):
@@ -270,6 +289,7 @@ class WorkerService(pulumi.ComponentResource):
                     bucket=bucket,
                     region=region,
                     stack=stack,
+                    pool_usd_per_hour=args.pool_usd_per_hour,
                 ),
                 "logConfiguration": {
                     "logDriver": "awslogs",

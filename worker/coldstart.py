@@ -197,8 +197,13 @@ def fetch_task_times(
 
 def instance_type(environ: Mapping[str, str]) -> str:
     """INSTANCE_TYPE, else the instance metadata service (IMDSv2), else `unknown`."""
-    if environ.get(INSTANCE_TYPE_ENV):
-        return environ[INSTANCE_TYPE_ENV]
+    return instance_metadata(environ, "instance-type", INSTANCE_TYPE_ENV)
+
+
+def instance_metadata(environ: Mapping[str, str], name: str, override_env: str) -> str:
+    """`override_env` when set, else IMDSv2's `meta-data/<name>`, else `unknown`."""
+    if environ.get(override_env):
+        return environ[override_env]
     base = environ.get(IMDS_ENV, IMDS_URL)
     try:
         token_request = urllib.request.Request(
@@ -209,7 +214,7 @@ def instance_type(environ: Mapping[str, str]) -> str:
         with urllib.request.urlopen(token_request, timeout=HTTP_TIMEOUT_SECONDS) as answer:
             token = answer.read().decode()
         request = urllib.request.Request(
-            f"{base}/latest/meta-data/instance-type",
+            f"{base}/latest/meta-data/{name}",
             headers={"X-aws-ec2-metadata-token": token},
         )
         with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as answer:

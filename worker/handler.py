@@ -14,6 +14,7 @@ failure whose reason starts `quality:`, with keep its manifest says `qa.passed: 
 from __future__ import annotations
 
 import functools
+import os
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -24,10 +25,11 @@ from worker.counting import Counter, counts_here
 from worker.events import Event, Events
 from worker.held import HeldMessage, KeyLocks
 from worker.jobs import FailureRecord, InvalidJob, Job, Manifest, QaRecord, parse_job
-from worker.metrics import Metrics
+from worker.metrics import Metrics, ThroughputMetrics
 from worker.outputs import MAX_ERROR_ATTRIBUTE_BYTES, OutputStore, Stored, Verdict, sqs_text
 from worker.settings import Settings
 from worker.speech import PermanentSpeechError, Speech, TransientSpeechError
+from worker.throughput import Measured, Throughput, this_host
 
 # Manifest swaps lost to other writers before the job is released to try again later.
 MAX_SWAPS = 3
@@ -61,9 +63,16 @@ class TtsHandler:
         metrics: Metrics,
         events: Events,
         clock: Clock = SYSTEM_CLOCK,
+        throughput: Throughput | None = None,
     ) -> None:
         self.settings, self.store, self.speech = settings, store, speech
         self.metrics, self.events, self.clock = metrics, events, clock
+        # What this GPU delivers (worker/throughput.py): the manifest's instance_type,
+        # audio_s_per_s and cost_usd, and an AudioSecondsPerSecond line per job.
+        self.throughput = throughput or Throughput(
+            dict(settings.pool_usd_per_hour), lambda: this_host(os.environ)
+        )
+        self.rates = ThroughputMetrics(metrics)
         self.counter = Counter(metrics, events, settings.worker_id)
         self.ids = KeyLocks()
 
@@ -115,7 +124,13 @@ class TtsHandler:
                 if not qa.passed and self.settings.qa_on_fail == "fail":
                     self._fail(held, control, QUALITY, qa.reason or "a check failed", job, qa)
                     return
-            self._complete(held, control, job, speech, synth_s)
+            measured = self.throughput.completed(began, began + synth_s, speech.duration_s)
+            if measured.audio_s_per_s is not None:
+                self.rates.emit(
+                    measured.audio_s_per_s, measured.instance_type,
+                    job_id=job.job_id, worker=self.settings.worker_id,
+                )  # fmt: skip
+            self._complete(held, control, job, speech, synth_s, measured)
         except PermanentSpeechError as error:
             self._fail(held, control, "rejected by the speech server", str(error), job)
         except TransientSpeechError as error:
@@ -135,9 +150,15 @@ class TtsHandler:
         self._delete(held, control, stored.manifest if stored is not None and mine else None)
 
     def _complete(
-        self, held: HeldMessage, control: Control, job: Job, speech: Speech, synth_s: float
+        self,
+        held: HeldMessage,
+        control: Control,
+        job: Job,
+        speech: Speech,
+        synth_s: float,
+        measured: Measured,
     ) -> None:
-        sent = held.sent_ms
+        sent, rate = held.sent_ms, measured.audio_s_per_s
         queue_wait = held.received_at - (sent / 1000 if sent else held.received_at)
         manifest = Manifest(
             id=job.job_id,
@@ -158,6 +179,9 @@ class TtsHandler:
             message_id=held.message_id,
             sender_id=held.sender_id,
             qa=speech.qa,
+            instance_type=measured.instance_type,
+            audio_s_per_s=None if rate is None else round(rate, 3),
+            cost_usd=measured.cost_usd,
         )
         with held.writing() as allowed:
             if allowed:

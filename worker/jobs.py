@@ -313,6 +313,14 @@ class Manifest(_Record):
     # `passed: false` only with QA_ON_FAIL=keep: a job that failed a check is otherwise a
     # `quality:` failure, never a manifest.
     qa: QaRecord | None = None
+    # Measured throughput (worker/throughput.py; issue 23), None in manifests written before it.
+    # The host's EC2 type (`unknown` outside ECS); the worker's audio seconds per wall second
+    # over its window when this job finished (its concurrency's rate, synth_s and duration_s
+    # being this job's own); the job's share of its pool's worker-hour at that rate, None
+    # without POOL_USD_PER_HOUR. An estimate: idle time and cold starts are not in it.
+    instance_type: str | None = None
+    audio_s_per_s: float | None = None
+    cost_usd: float | None = None
 
     def made_from(self, digest: str) -> bool:
         """Whether this manifest is the output of the request with this digest."""

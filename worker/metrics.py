@@ -160,3 +160,50 @@ class ColdStartMetrics:
             stream = m._stream or sys.stdout
             stream.write(line + "\n")
             stream.flush()
+
+
+# ---- measured throughput (worker/throughput.py) ------------------------------------------
+# Audio seconds produced per wall second at the worker's concurrency, over its rolling window,
+# one line per completed job; per `InstanceType` beside `Stack`, since eligible types differ in
+# real throughput. A planner's drain-time estimate reads it back.
+AUDIO_SECONDS_PER_SECOND = "AudioSecondsPerSecond"
+THROUGHPUT_DIMENSIONS = (STACK_DIMENSION, INSTANCE_TYPE_DIMENSION)
+
+
+def throughput_record(
+    stack: str, instance_type: str, audio_s_per_s: float, timestamp_ms: int, **properties: Any
+) -> dict[str, Any]:
+    """The EMF record of one rate sample (the writer below and any reader share this shape)."""
+    return {
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": NAMESPACE,
+                    "Dimensions": [list(THROUGHPUT_DIMENSIONS)],
+                    "Metrics": [{"Name": AUDIO_SECONDS_PER_SECOND, "Unit": "None"}],
+                }
+            ],
+        },
+        **properties,
+        STACK_DIMENSION: stack or UNNAMED_STACK,
+        INSTANCE_TYPE_DIMENSION: instance_type,
+        AUDIO_SECONDS_PER_SECOND: round(audio_s_per_s, 3),
+    }
+
+
+class ThroughputMetrics:
+    """Writes `AudioSecondsPerSecond` lines to the stream of a `Metrics` (one line, whole)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def emit(self, audio_s_per_s: float, instance_type: str, **properties: Any) -> None:
+        m = self._metrics
+        now = int(time.time() * 1000)
+        record = throughput_record(m._stack, instance_type, audio_s_per_s, now, **properties)
+        line = json.dumps(record, separators=(",", ":"))
+        with m._lock:
+            stream = m._stream or sys.stdout
+            stream.write(line + "\n")
+            stream.flush()

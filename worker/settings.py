@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -90,6 +91,9 @@ class Settings:
     qa_on_fail: QaOnFail = "fail"
     asr_url: str = DEFAULT_ASR_URL
     asr_model: str = DEFAULT_ASR_MODEL
+    # Each capacity type's worker-hour price (USD) from the stack's priced pools, for the
+    # manifest's cost_usd (worker/throughput.py); empty: no estimate.
+    pool_usd_per_hour: tuple[tuple[str, float], ...] = ()
 
     @property
     def release_reserve_seconds(self) -> float:
@@ -132,6 +136,22 @@ def _float(low: float, high: float = float("inf")) -> Callable[[str], float]:
 
 def _text(raw: str) -> str:
     return raw
+
+
+def _prices(raw: str) -> tuple[tuple[str, float], ...]:
+    """A JSON object of capacity type → USD per worker-hour, e.g. {"spot": 0.44}."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
+        for v in value.values()
+    ):
+        raise ValueError(
+            'must be a JSON object of capacity type to USD per hour, e.g. {"spot": 0.44}'
+        )
+    return tuple(sorted((str(k), float(v)) for k, v in value.items()))
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -180,6 +200,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "QA_ON_FAIL": ("qa_on_fail", _choice(*QA_ON_FAIL), False),
     "ASR_URL": ("asr_url", _text, False),
     "ASR_MODEL": ("asr_model", _text, False),
+    "POOL_USD_PER_HOUR": ("pool_usd_per_hour", _prices, False),
 }
 
 

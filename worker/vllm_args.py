@@ -11,9 +11,16 @@ spent for nothing. Stage 0 is therefore given `max_num_seqs = CONCURRENCY` and
 itself. Both are `StageDeployConfig` fields, which `--stage-overrides` accepts
 (`vllm_omni/config/stage_config.py deploy_runtime_override_keys`); the talker aligns its code
 predictor's buckets with exactly these sizes (`qwen3_tts_talker.py`, `cudagraph_capture_sizes`
-≤ `max_num_seqs`, plus 1 and `max_num_seqs`). Stage 1 (code2wav) is left as shipped: with
-`async_chunk` its decoder graph shapes come from the connector's chunk settings, not from a
-stage field, and its `max_num_seqs` is tuned by the deploy file itself.
+≤ `max_num_seqs`, plus 1 and `max_num_seqs`).
+
+Stage 1 (code2wav) gets the same `max_num_seqs = CONCURRENCY` (issue 23): with `async_chunk`
+every request the talker runs streams its codec chunks to it, so it must take as many at once
+as the talker, or finished talker work waits for a decoder slot; the deploy file's 64
+("tuned for Base voice clone; CustomVoice / VoiceDesign are TTFA-optimal at 1") is more than
+the worker ever sends, and vLLM sizes a stage's persistent batch buffers by it. Its decoder
+graph shapes are not a stage field (with `async_chunk` they come from the connector's chunk
+settings), nor is the connector's `decode_batch_max_size` (4 in the shipped file): both stay
+as shipped, as in the sweep the default concurrency is chosen from (docs/worker.md#concurrency).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dataclasses import fields
 from worker.settings import Settings
 
 TALKER_STAGE = "0"
+CODE2WAV_STAGE = "1"
 CONCURRENCY_ENV = "CONCURRENCY"
 DEFAULT_CONCURRENCY = next(f.default for f in fields(Settings) if f.name == "concurrency")
 
@@ -48,7 +56,8 @@ def stage_overrides(concurrency: int) -> dict[str, dict[str, object]]:
         TALKER_STAGE: {
             "max_num_seqs": concurrency,
             "compilation_config": {"cudagraph_capture_sizes": capture_sizes(concurrency)},
-        }
+        },
+        CODE2WAV_STAGE: {"max_num_seqs": concurrency},
     }
 
 

@@ -158,8 +158,10 @@ def with_batching(profile: Profile, job_s: float | None, alpha: float | None) ->
         raise ConfigError([f"--job-seconds: must be > 0 (got {job_s:g})"])
     if alpha is not None and alpha < 0:
         raise ConfigError([f"--batch-alpha: must be >= 0 (got {alpha:g})"])
-    base = profile.batching
-    batching = Batching(job_s or base.base_s, base.alpha if alpha is None else alpha)
+    # Keeps the profile's law (the default's exponent) unless --batch-alpha names the linear one.
+    batching = replace(profile.batching, base_s=job_s or profile.batching.base_s)
+    if alpha is not None:
+        batching = Batching(batching.base_s, alpha)
     return replace(profile, batching=batching)
 
 

@@ -371,6 +371,23 @@ class Pool:
     max_workers: int
 
 
+# worker.concurrency when the stack does not set it, by the GPU memory every host the stack
+# admits has (gpu.minGpuMemoryGib): (floor GiB, requests in flight), largest floor first.
+# From the one published sweep of this server and model (aws/deep-learning-containers PR #6022,
+# vllm-omni on a g6e.xlarge, L40S 46 GB, Qwen3-TTS-1.7B-CustomVoice: 4.08× / 8.17× / 13.0× /
+# 18.0× real time at 1 / 4 / 8 / 16 in flight, p95 1.1 / 2.4 / 3.6 / 4.2 s). A 46-GB GPU keeps
+# 16: still +38 % over 8, at a p95 a batch job does not feel. The gain flattens (×2.0, ×1.59,
+# ×1.38 per doubling), and what a sequence holds (its KV cache, up to the talker's 4,096-token
+# max_model_len, inside the talker's fixed 0.3 share of the GPU) halves with a 24-GB L4 or A10G:
+# 8 there. Below 20 GiB, 4. Why, in full: docs/worker.md#concurrency.
+CONCURRENCY_BY_GPU_MEMORY_GIB: tuple[tuple[int, int], ...] = ((40, 16), (20, 8), (0, 4))
+
+
+def default_concurrency(min_gpu_memory_gib: int) -> int:
+    """worker.concurrency for a stack that does not set it (CONCURRENCY_BY_GPU_MEMORY_GIB)."""
+    return next(c for floor, c in CONCURRENCY_BY_GPU_MEMORY_GIB if min_gpu_memory_gib >= floor)
+
+
 class GpuConfig(_Section):
     min_gpu_memory_gib: int = Field(
         20, ge=1, le=1536, description="Minimum total GPU memory per host."
@@ -527,7 +544,15 @@ class WorkerConfig(_Section):
         min_length=1,
         description="Model baked into the image and served by vLLM-Omni.",
     )
-    concurrency: int = Field(4, ge=1, le=64, description="Speech requests in flight per GPU task.")
+    concurrency: int = Field(
+        default_concurrency(GpuConfig.model_fields["min_gpu_memory_gib"].default),
+        ge=1,
+        le=64,
+        description=(
+            "Speech requests in flight per GPU task. Unset: from gpu.minGpuMemoryGib, 16 at"
+            " >= 40 GiB, 8 at >= 20 GiB, else 4 (the default's 8: 20 GiB)."
+        ),
+    )
     stop_timeout_seconds: int = Field(
         120,
         ge=2,
@@ -776,6 +801,22 @@ class StackConfig(BaseModel):
     notifications: NotificationsConfig = Field(
         NotificationsConfig(), description="Completion events for finished and failed jobs."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_concurrency(cls, data: Any) -> Any:
+        """worker.concurrency not set: the default for gpu.minGpuMemoryGib
+        (default_concurrency). Sections given as validated models (from_raw, the defaults);
+        raw dicts are left to the section models, which give the 20-GiB default."""
+        if not isinstance(data, dict):
+            return data
+        gpu, worker = data.get("gpu", GpuConfig()), data.get("worker", WorkerConfig())
+        if not (isinstance(gpu, GpuConfig) and isinstance(worker, WorkerConfig)):
+            return data
+        if "concurrency" in worker.model_fields_set:
+            return data  # explicit wins
+        derived = default_concurrency(gpu.min_gpu_memory_gib)
+        return {**data, "worker": worker.model_copy(update={"concurrency": derived})}
 
     def rule_problems(self) -> list[tuple[str, str]]:
         """Rules across sections as (section.key, message); empty when valid."""

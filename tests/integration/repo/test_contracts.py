@@ -36,6 +36,7 @@ from tts_fleet.config import outputs
 from tts_fleet.config.models import StackConfig
 from tts_fleet.controller.metrics import METRIC_NAMES as CONTROLLER_METRICS
 from tts_fleet.controller.metrics import POOL_METRIC_NAMES as CONTROLLER_POOL_METRICS
+from tts_fleet.cost.pools import pool_specs
 from tts_fleet.local import emulator
 from tts_fleet.local.finish import _download
 from tts_fleet.local.run import LocalOptions, LocalRun
@@ -51,7 +52,13 @@ from worker.jobs import (
     manifest_key,
 )
 from worker.loop import Worker
-from worker.metrics import NAMESPACE, STACK_DIMENSION, Metrics
+from worker.metrics import (
+    AUDIO_SECONDS_PER_SECOND,
+    INSTANCE_TYPE_DIMENSION,
+    NAMESPACE,
+    STACK_DIMENSION,
+    Metrics,
+)
 from worker.protection import Protection
 from worker.settings import DEFAULT_ASR_URL, DEFAULT_SPEECH_URL, Settings, load_settings
 from worker.speech import Speech
@@ -213,7 +220,7 @@ def _run_worker_on(sqs: Any, s3: Any, settings: Settings, bodies: list[str]) -> 
     )["Messages"]
     assert len(messages) == len(bodies)
     metrics = Metrics(io.StringIO())
-    worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)  # type: ignore[arg-type]
+    worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), metrics)
     for message in messages:
         worker.handler(HeldMessage(message), worker.consumer)
 
@@ -542,3 +549,55 @@ def test_the_book_records_prefix_is_the_one_the_policies_allow() -> None:
     assert POLICY_PREFIX == BOOKS_PREFIX
     assert record_key("b", "p/").startswith(f"p/{POLICY_PREFIX}")
     assert cover_key("b", "png", "p/").startswith(f"p/{POLICY_PREFIX}")
+
+
+# ---- measured throughput (issue #23) ----------------------------------------------------
+
+
+def test_the_task_env_prices_each_capacity_type_from_the_stacks_priced_pools() -> None:
+    gpu = {
+        "pools": [
+            {"name": "spot", "capacityType": "spot"},
+            {"name": "od", "capacityType": "on-demand"},
+        ]
+    }
+    raw = {**stack_file_config("dev"), "tts-fleet:gpu": gpu}
+    mocks, _ = run_main(raw, "dev")
+    cfg = StackConfig.from_raw({"gpu": gpu, "scaling": raw["tts-fleet:scaling"]})
+    priced = {pool.capacity_type: pool.usd_per_hour for pool in pool_specs(cfg, REGION)}
+    assert set(priced) == {"spot", "on-demand"}
+    assert dict(load_settings(_task_env(mocks)).pool_usd_per_hour) == priced
+
+
+def test_the_manifest_and_the_rate_line_carry_the_measured_throughput(
+    aws_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's writer (worker.loop in process) and the manifest's reader agree on
+    instance_type, audio_s_per_s and cost_usd; the rate goes out per Stack and InstanceType."""
+    monkeypatch.setenv("INSTANCE_TYPE", "g6e.xlarge")
+    monkeypatch.setenv("INSTANCE_LIFE_CYCLE", "spot")
+    sqs, s3 = boto3.client("sqs"), boto3.client("s3")
+    names = make_queues_and_bucket(sqs, s3)
+    prices = json.dumps({"spot": 0.9, "on-demand": 1.8})
+    env = worker_env({"AWS_REGION": REGION, "STACK_NAME": "dev"}, **env_for(names))
+    settings = load_settings({**env, "POOL_USD_PER_HOUR": prices})
+    sqs.send_message(QueueUrl=settings.queue_url, MessageBody=Job(id="t-1", text="Hi.").body())
+    [message] = sqs.receive_message(
+        QueueUrl=settings.queue_url, MessageSystemAttributeNames=list(SYSTEM_ATTRIBUTES)
+    )["Messages"]
+    stream = io.StringIO()
+    worker = Worker(settings, sqs, s3, FixedSpeech(), Protection(""), Metrics(stream, "dev"))
+    worker.handler(HeldMessage(message), worker.consumer)
+    body = s3.get_object(Bucket=names["bucket"], Key=manifest_key("t-1"))["Body"].read()
+    manifest = Manifest.model_validate_json(body)
+    assert manifest.instance_type == "g6e.xlarge"
+    assert manifest.audio_s_per_s is not None and manifest.audio_s_per_s > 0
+    # The Spot price's share of the hour for 1.5 s of audio at the measured rate.
+    expected = 0.9 / 3600 * manifest.duration_s / manifest.audio_s_per_s  # type: ignore[operator]
+    assert manifest.cost_usd == pytest.approx(expected, rel=1e-3)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    [rate] = [line for line in lines if AUDIO_SECONDS_PER_SECOND in line]
+    dimensions = rate["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert dimensions == [[STACK_DIMENSION, INSTANCE_TYPE_DIMENSION]]
+    assert (rate[STACK_DIMENSION], rate[INSTANCE_TYPE_DIMENSION]) == ("dev", "g6e.xlarge")
+    assert rate[AUDIO_SECONDS_PER_SECOND] == pytest.approx(manifest.audio_s_per_s, abs=1e-3)

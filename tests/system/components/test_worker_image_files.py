@@ -30,9 +30,10 @@ from tests.unit.components.test_worker_image_files import weights_step
 ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
 # vLLM listens on loopback only: the worker beside it is its one client. The talker's graph
-# sizes follow CONCURRENCY (4 by default: worker/vllm_args.py).
+# sizes and both stages' max_num_seqs follow CONCURRENCY (4 by default: worker/vllm_args.py).
 STAGE_OVERRIDES = (
-    '{"0":{"max_num_seqs":4,"compilation_config":{"cudagraph_capture_sizes":[1,2,4]}}}'
+    '{"0":{"max_num_seqs":4,"compilation_config":{"cudagraph_capture_sizes":[1,2,4]}},'
+    '"1":{"max_num_seqs":4}}'
 )
 VLLM_START = (
     "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port} --stage-overrides "

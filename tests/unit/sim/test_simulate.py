@@ -129,7 +129,7 @@ def test_batching_latency_and_throughput(in_flight: int, latency: float) -> None
 
 
 def test_concurrency_with_batching_raises_throughput_by_the_model() -> None:
-    """One worker, 400 jobs: 4 slots at alpha 0.25 drain in 100 rounds of 3.5 s."""
+    """One worker, 400 jobs: 4 slots drain in 100 rounds of the profile's latency at 4."""
     profile = PROFILES["default"]
     one = stack_policy(alarms(0, 1, 8, 5, 300), concurrency=1)
     four = stack_policy(alarms(0, 1, 8, 5, 300), concurrency=4)
@@ -137,7 +137,7 @@ def test_concurrency_with_batching_raises_throughput_by_the_model() -> None:
     batched = simulate(parse_trace("burst:400"), profile, four, RATES).to_json()
     ready = serial["first_result_s"] - 2.0
     assert serial["drain_s"] == pytest.approx(ready + 400 * 2.0)
-    assert batched["drain_s"] == pytest.approx(ready + 100 * 3.5)
+    assert batched["drain_s"] == pytest.approx(ready + 100 * profile.batching.latency(4))
 
 
 def _two_jobs(host_idle_seconds: int) -> dict:

@@ -138,7 +138,11 @@ def test_talker_graph_sizes_stop_at_the_worker_s_concurrency(
 ) -> None:
     assert capture_sizes(concurrency) == sizes
     assert stage_overrides(concurrency) == {
-        "0": {"max_num_seqs": concurrency, "compilation_config": {"cudagraph_capture_sizes": sizes}}
+        "0": {
+            "max_num_seqs": concurrency,
+            "compilation_config": {"cudagraph_capture_sizes": sizes},
+        },
+        "1": {"max_num_seqs": concurrency},
     }
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
+from worker.vllm_args import main as vllm_args_main
 from worker.vllm_args import stage_overrides
 
 
@@ -58,3 +61,36 @@ def test_both_stages_load_speech_tokenizer_through_the_default_loader(
     source = (omni / "model_executor" / "models" / "qwen3_tts" / stage).read_text()
     assert "DefaultModelLoader(self.vllm_config.load_config)" in source
     assert "speech_tokenizer" in source
+
+
+def deploy_stages(omni: Path) -> dict[str, dict[str, object]]:
+    deploy = yaml.safe_load((omni / "deploy" / "qwen3_tts.yaml").read_text())
+    return {str(stage["stage_id"]): stage for stage in deploy["stages"]}
+
+
+@pytest.mark.parametrize("concurrency", [8, 16])
+def test_the_stage_configuration_the_entrypoint_writes(
+    omni: Path, concurrency: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `python -m worker.vllm_args` prints for the default concurrencies (8 on a 24-GB
+    GPU, 16 on a 48-GB one: tts_fleet/config/models.py), pinned whole, and each stage it
+    names is a stage of the shipped deploy file whose max_num_seqs (64) it lowers."""
+    assert vllm_args_main({"CONCURRENCY": str(concurrency)}) == 0
+    written = json.loads(capsys.readouterr().out)
+    sizes = [1, 2, 4, 8] if concurrency == 8 else [1, 2, 4, 8, 16]
+    assert written == {
+        "0": {
+            "max_num_seqs": concurrency,
+            "compilation_config": {"cudagraph_capture_sizes": sizes},
+        },
+        "1": {"max_num_seqs": concurrency},
+    }
+    shipped = deploy_stages(omni)
+    for stage, overrides in written.items():
+        assert shipped[stage]["max_num_seqs"] == 64
+        assert overrides["max_num_seqs"] < 64
+    # Stage 1 is the codec decoder that the talker's chunks stream to.
+    assert "from_stage_0" in shipped["1"]["input_connectors"]  # type: ignore[operator]
+    # The connector's decode batch bound is connector config, not a stage field: not ours.
+    fields = dataclass_fields(omni / "config" / "stage_config.py", "StageDeployConfig")
+    assert "decode_batch_max_size" not in fields
