@@ -16,6 +16,8 @@ from functools import partial
 from typing import Any
 
 from tts_fleet.scaling.bands import ScalingParams, outstanding
+from tts_fleet.scaling.batches import BatchForecast, OpenBatch
+from tts_fleet.scaling.deadlines import FleetNow, Pricing, finished, plan
 from tts_fleet.scaling.pools import InvalidPoolState, PoolState, pool_states_from_json
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
@@ -77,6 +79,11 @@ class Observation:
     in_flight: int  # ApproximateNumberOfMessagesNotVisible
     running: int  # ECS runningCount
     pending: int  # ECS pendingCount (launches under way)
+    # Open deadline batches (issue #23; the driver reads them from the bucket's batch records):
+    # with work left, the deadline planner (tts_fleet/scaling/deadlines.py) sizes the fleet.
+    batches: tuple[OpenBatch, ...] = ()
+    # Measured warm seconds per job per worker (the workers' throughput); None: the params'.
+    seconds_per_job: float | None = None
 
     @property
     def outstanding(self) -> int:
@@ -186,10 +193,17 @@ class ControllerDecision:
     desired: int
     reason: str  # short, for logs/metrics ("backlog", "warm-one", "idle-release", …)
     state: ControllerState
+    # With open deadline batches: one forecast per batch, and whether new workers may go to
+    # Spot pools (the Can't-Be-Late rule of tts_fleet/scaling/deadlines.py).
+    forecasts: tuple[BatchForecast, ...] = ()
+    spot: bool = True
 
 
 def decide(
-    params: ControllerParams, state: ControllerState, obs: Observation
+    params: ControllerParams,
+    state: ControllerState,
+    obs: Observation,
+    pricing: Pricing | None = None,
 ) -> ControllerDecision:
     """The desired worker count after this observation (issue #13):
 
@@ -198,7 +212,11 @@ def decide(
       than are running or launching (a cancelled launch wastes its boot);
     - queue empty: keep one warm worker (or minWorkers, or the rate floor) and release the
       surplus at once; the warm one goes after the learned idle window;
-    - a rate floor, with hysteresis, keeps steady load from starving or flapping.
+    - a rate floor, with hysteresis, keeps steady load from starving or flapping;
+    - open deadline batches with work left (issue #23): the deadline plan
+      (tts_fleet/scaling/deadlines.py) sets the count while all outstanding work is theirs,
+      and is a floor under the above while other jobs wait too; `pricing` (the cheapest Spot
+      and On-Demand pool) lets it keep new workers off Spot when a loss would miss a deadline.
     """
     rates = _rates(params, state, obs)
     rate = _trimmed_mean(rates)
@@ -211,6 +229,17 @@ def decide(
         desired = max(desired, floor)
     else:
         desired, reason = _idle(params, obs, floor, gaps, idle_since)
+    forecasts: tuple[BatchForecast, ...] = ()
+    spot = True
+    if obs.batches:
+        deadline = plan(obs.batches, obs.outstanding, _fleet_now(params, obs, launches), pricing)
+        if deadline is None:  # nothing of theirs is left in the queue
+            forecasts = finished(obs.batches, obs.now)
+        else:
+            theirs = sum(max(0, b.jobs - b.done) for b in obs.batches) >= obs.outstanding
+            if theirs or deadline.workers > desired:
+                desired, reason = deadline.workers, deadline.reason
+            forecasts, spot = deadline.forecasts, deadline.spot
     desired = params.clamp(desired)
     if desired > obs.running + obs.pending:
         launches = (*launches, *([obs.now] * (desired - obs.running - obs.pending)))
@@ -229,7 +258,22 @@ def decide(
         reason=reason,
         pools=state.pools,  # the placement (tts_fleet/scaling/pools.py) updates them
     )
-    return ControllerDecision(desired, reason, new_state)
+    return ControllerDecision(desired, reason, new_state, forecasts, spot)
+
+
+def _fleet_now(params: ControllerParams, obs: Observation, launches: tuple[float, ...]) -> FleetNow:
+    """What the deadline planner starts from: this sample's workers, the params' timings
+    (the measured seconds per job where the driver has one)."""
+    per_job = params.seconds_per_job if obs.seconds_per_job is None else obs.seconds_per_job
+    return FleetNow(
+        now=obs.now,
+        running=obs.running,
+        launches=launches,
+        cold_start_s=params.cold_start_s,
+        seconds_per_job=per_job,
+        concurrency=params.concurrency,
+        max_workers=params.max_workers,
+    )
 
 
 def _busy(
