@@ -235,6 +235,10 @@ def _common(func: Any) -> Any:
         json_flag(),
         click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write a PNG chart here."),
+        click.option("--deadline", "deadline_minutes", type=float, metavar="MINUTES",
+                     help="Give every burst of the trace (a trace without bursts: each "
+                     "hour's arrivals) this deadline; the controller plans for it, the "
+                     "report counts the deadlines met (docs/simulate.md)."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -281,6 +285,16 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     if not trace.arrivals:
         raise BadInput(f"trace {trace.name} has no jobs")
     return trace, profile, cfg, rates
+
+
+def deadline_seconds(o: dict[str, Any]) -> float | None:
+    """`--deadline MINUTES` in seconds (None without it)."""
+    minutes = o["deadline_minutes"]
+    if minutes is None:
+        return None
+    if not minutes > 0 or minutes == float("inf"):
+        raise BadInput(f"--deadline: must be a positive number of minutes (got {minutes:g})")
+    return float(minutes) * 60.0
 
 
 def _region(o: dict[str, Any]) -> str:
@@ -348,12 +362,15 @@ def simulate_cmd(policy_name: str, compare: str | None, **o: Any) -> None:
     Scaling flags and --stack apply to every policy's fleet size; the seed policy is fixed.
     """
     names = parse_policies(compare) if compare else [policy_name]
+    deadline = deadline_seconds(o)
     trace, profile, cfg, rates = _prepare(o)
     fleet = _fleet(o, cfg, profile)
     capacity = _capacity(o, fleet)
     try:
         setups = policy_setups(names, fleet, cfg, _region(o))
-        results = [simulate(trace, profile, setups[n], rates, o["seed"], capacity) for n in names]
+        results = [
+            simulate(trace, profile, setups[n], rates, o["seed"], capacity, deadline) for n in names
+        ]
     except CostError as error:  # a pool peer's type has no price
         raise BadInput(str(error)) from None
     if o["plot"]:
