@@ -100,6 +100,7 @@ def _point(p: Point) -> str:
         f"idle {p.idle_minutes:>3}m  host {p.host_idle_seconds:>5}s  {kappa}"
         f"p95 {duration(p.p95_s):>10}  GPU-h {p.gpu_hours:>8.2f}  "
         f"${p.cost_usd:>9.2f}  (${p.monthly_usd:,.2f}/month)"
+        + ("" if p.deadlines_missed is None else f"  missed {p.deadlines_missed}")
     )
 
 
@@ -113,10 +114,12 @@ def advice_table(report: Advice) -> str:
     lines += [f"  {_point(p)}" for p in report.frontier]
     rec, bounds = report.recommendation, report.bounds
     if rec is None:
-        if bounds.max_p95_s is None and bounds.max_monthly_usd is None:
+        if bounds.max_p95_s is None and bounds.max_monthly_usd is None and not bounds.deadline_s:
             lines.append("no bound given: pass --max-p95-latency or --max-monthly-usd")
         else:
             wanted = {"max_p95_s": bounds.max_p95_s, "max_monthly_usd": bounds.max_monthly_usd}
+            if bounds.deadline_s is not None:
+                wanted["deadline_s"] = bounds.deadline_s
             lines.append(f"no swept setting meets {wanted}")
         return "\n".join(lines)
     chosen, cheapest = rec.point, report.cheapest
