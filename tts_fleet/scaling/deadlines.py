@@ -41,7 +41,7 @@ from tts_fleet.scaling.batches import BatchForecast, OpenBatch
 # The safety margin before each deadline: a fraction of the batch's window, at least a
 # minute. It absorbs what the plan's figures do not know: the host provisioning's jitter
 # (up to a minute in the AWS timings), the 10-s sample, the last round of jobs. The research
-# note's max(10 min, 10 %) (research/capacity.md §5.5) would double the workers a 30-minute
+# note's max(10 min, 10 %) (the capacity research, §5.5) would double the workers a 30-minute
 # deadline needs for no gain the simulator can show.
 MARGIN_FRACTION = 0.05
 MIN_MARGIN_S = 60.0
