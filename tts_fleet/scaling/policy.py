@@ -198,7 +198,9 @@ class ControllerPolicy:
             seen,
             decision.desired,
             now,
-            ceiling=self.params.max_workers,
+            # While a deadline plan sets the count, no swap to a cheaper pool: each costs a
+            # cold start the plan did not count, for a batch that ends within the hour.
+            ceiling=decision.desired if decision.forecasts else self.params.max_workers,
         )
         launches = launches_after(placed, seen, self.state.launches, now)
         self.state = replace(self.state, pools=placed.states, launches=launches)

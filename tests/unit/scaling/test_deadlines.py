@@ -239,3 +239,16 @@ def test_placement_switches_new_workers_to_on_demand_when_a_loss_would_miss() ->
     decision = policy.decide(900.0, Fleet.of_pools(seen))
     assert decision.reason == "deadline"
     assert {t.name: t.desired for t in decision.pools} == {"spot": 2, "od": 2}
+
+
+def test_no_swap_to_a_cheaper_pool_while_a_deadline_plan_runs() -> None:
+    # After a fallback two workers run On-Demand and Spot has room: without batches the
+    # placement swaps one worker to Spot (one extra launch); with a deadline it does not.
+    seen = (PoolObservation("spot", 0, 0, 0), PoolObservation("od", 2, 2, 0))
+    plain, planned = pools_policy(), pools_policy()
+    plain.observe(0.0, Counts(50, 0))
+    planned.observe(0.0, Counts(50, 0, (batch(50, 120),)))
+    swapped = {t.name: t.desired for t in plain.decide(0.0, Fleet.of_pools(seen)).pools}
+    kept = {t.name: t.desired for t in planned.decide(0.0, Fleet.of_pools(seen)).pools}
+    assert swapped == {"spot": 1, "od": 2}
+    assert kept == {"spot": 0, "od": 2}
