@@ -41,6 +41,9 @@ class ControllerParams:
     seconds_per_job: float  # expected warm seconds per job per worker (1 / throughput)
     concurrency: int  # worker slots: in_flight / concurrency workers are busy
     host_idle_s: float  # scaling.hostIdleSeconds: a released worker's host lingers
+    # With capacity pools: the cheapest Spot and On-Demand worker-hour, for the deadline
+    # planner's Spot rule (None: one service, nothing to choose).
+    pricing: Pricing | None = None
 
     @classmethod
     def from_config(
@@ -200,10 +203,7 @@ class ControllerDecision:
 
 
 def decide(
-    params: ControllerParams,
-    state: ControllerState,
-    obs: Observation,
-    pricing: Pricing | None = None,
+    params: ControllerParams, state: ControllerState, obs: Observation
 ) -> ControllerDecision:
     """The desired worker count after this observation (issue #13):
 
@@ -215,8 +215,9 @@ def decide(
     - a rate floor, with hysteresis, keeps steady load from starving or flapping;
     - open deadline batches with work left (issue #23): the deadline plan
       (tts_fleet/scaling/deadlines.py) sets the count while all outstanding work is theirs,
-      and is a floor under the above while other jobs wait too; `pricing` (the cheapest Spot
-      and On-Demand pool) lets it keep new workers off Spot when a loss would miss a deadline.
+      and is a floor under the above while other jobs wait too; `params.pricing` (the
+      cheapest Spot and On-Demand pool) lets it keep new workers off Spot when a loss would
+      miss a deadline.
     """
     rates = _rates(params, state, obs)
     rate = _trimmed_mean(rates)
@@ -232,7 +233,8 @@ def decide(
     forecasts: tuple[BatchForecast, ...] = ()
     spot = True
     if obs.batches:
-        deadline = plan(obs.batches, obs.outstanding, _fleet_now(params, obs, launches), pricing)
+        fleet = _fleet_now(params, obs, launches)
+        deadline = plan(obs.batches, obs.outstanding, fleet, params.pricing)
         if deadline is None:  # nothing of theirs is left in the queue
             forecasts = finished(obs.batches, obs.now)
         else:

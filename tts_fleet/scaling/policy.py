@@ -157,7 +157,8 @@ class ControllerPolicy:
     ) -> None:
         if pools and placement is None:
             raise ValueError("capacity pools need their PlacementParams")
-        self.params = params
+        # The pools' prices go with the params, for the deadline planner's Spot rule.
+        self.params = replace(params, pricing=_pricing(pools)) if pools else params
         self.state = ControllerState() if state is None else state
         self.desired = params.min_workers
         self.pools = pools
@@ -183,7 +184,7 @@ class ControllerPolicy:
             batches=counts.batches,
             seconds_per_job=fleet.seconds_per_job,
         )
-        decision = decide(self.params, self.state, obs, _pricing(self.pools))
+        decision = decide(self.params, self.state, obs)
         self.state, self.desired = decision.state, decision.desired
         forecasts = decision.forecasts
         if not self.pools or self.placement is None:
