@@ -41,9 +41,6 @@ class ControllerParams:
     seconds_per_job: float  # expected warm seconds per job per worker (1 / throughput)
     concurrency: int  # worker slots: in_flight / concurrency workers are busy
     host_idle_s: float  # scaling.hostIdleSeconds: a released worker's host lingers
-    # With capacity pools: the cheapest Spot and On-Demand worker-hour, for the deadline
-    # planner's Spot rule (None: one service, nothing to choose).
-    pricing: Pricing | None = None
 
     @classmethod
     def from_config(
@@ -87,6 +84,9 @@ class Observation:
     batches: tuple[OpenBatch, ...] = ()
     # Measured warm seconds per job per worker (the workers' throughput); None: the params'.
     seconds_per_job: float | None = None
+    # With capacity pools: the cheapest Spot and On-Demand worker-hour now, for the deadline
+    # planner's Spot rule (None: one service, nothing to choose).
+    pricing: Pricing | None = None
 
     @property
     def outstanding(self) -> int:
@@ -215,7 +215,7 @@ def decide(
     - a rate floor, with hysteresis, keeps steady load from starving or flapping;
     - open deadline batches with work left (issue #23): the deadline plan
       (tts_fleet/scaling/deadlines.py) sets the count while all outstanding work is theirs,
-      and is a floor under the above while other jobs wait too; `params.pricing` (the
+      and is a floor under the above while other jobs wait too; `obs.pricing` (the
       cheapest Spot and On-Demand pool) lets it keep new workers off Spot when a loss would
       miss a deadline.
     """
@@ -234,7 +234,7 @@ def decide(
     spot = True
     if obs.batches:
         fleet = _fleet_now(params, obs, launches)
-        deadline = plan(obs.batches, obs.outstanding, fleet, params.pricing)
+        deadline = plan(obs.batches, obs.outstanding, fleet, obs.pricing)
         if deadline is None:  # nothing of theirs is left in the queue
             forecasts = finished(obs.batches, obs.now)
         else:

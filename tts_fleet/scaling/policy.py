@@ -157,8 +157,7 @@ class ControllerPolicy:
     ) -> None:
         if pools and placement is None:
             raise ValueError("capacity pools need their PlacementParams")
-        # The pools' prices go with the params, for the deadline planner's Spot rule.
-        self.params = replace(params, pricing=_pricing(pools)) if pools else params
+        self.params = params
         self.state = ControllerState() if state is None else state
         self.desired = params.min_workers
         self.pools = pools
@@ -183,6 +182,7 @@ class ControllerPolicy:
             pending,
             batches=counts.batches,
             seconds_per_job=fleet.seconds_per_job,
+            pricing=_pricing(self.pools),
         )
         decision = decide(self.params, self.state, obs)
         self.state, self.desired = decision.state, decision.desired
