@@ -118,3 +118,12 @@ def test_advise_without_a_deadline_writes_the_document_it_always_wrote() -> None
     report = advise(parse_trace("burst:50"), SEED, controller(), RATES).to_json()
     assert "deadline_s" not in report["bounds"]
     assert all("deadlines_missed" not in p for p in report["points"])
+
+
+def test_the_alarms_mode_is_told_the_batches_and_decides_as_without_them() -> None:
+    trace = parse_trace("bursts:300:3:6")
+    alarms = stack_policy(ScalingConfig(max_workers=20, mode="alarms"), concurrency=1)
+    alone = simulate(trace, SEED, alarms, RATES).to_json()
+    judged = simulate(trace, SEED, alarms, RATES, deadline_s=1800.0).to_json()
+    assert judged.pop("deadlines")["met"] == 2
+    assert judged == alone
