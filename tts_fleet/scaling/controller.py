@@ -10,6 +10,7 @@ drive. Pure: no I/O, no clock, stdlib only.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from functools import partial
@@ -111,12 +112,16 @@ class ControllerState:
     reason: str = ""
     # Capacity pools' availability (tts_fleet/scaling/pools.py); () for a stack without pools.
     pools: tuple[PoolState, ...] = ()
+    # Measured seconds per job per worker while deadline batches drained (`_served`).
+    served: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
-        del data["pools"]
+        del data["pools"], data["served"]
+        if self.served:  # a state without deadline batches writes what it always wrote
+            data["served"] = list(self.served)
         if self.pools:  # a stack without pools writes the state it always wrote
             data["pools"] = [pool.to_json() for pool in self.pools]
         return data
@@ -149,6 +154,7 @@ class ControllerState:
             in_flight=_count(data, "in_flight", MAX_MESSAGES),
             running=_count(data, "running", MAX_TASKS),
             rates=_numbers(data, "rates", MAX_RATES, _rate),
+            served=_numbers(data, "served", MAX_RATES, _per_job),
             rate=_number(data.get("rate", 0.0), "rate", 0.0, MAX_RATE),
             floor=_count(data, "floor", MAX_TASKS),
             launches=_numbers(data, "launches", MAX_TASKS, partial(_timestamp, latest=latest)),
@@ -179,6 +185,10 @@ MAX_RATE = 10_000.0
 # An idle gap: a year (the policy compares gaps to minutes; the bucket expires the state
 # after expireDays without an invocation anyway).
 MAX_GAP_S = 366 * 86_400.0
+# Seconds per job per worker a measurement may hold: an hour (a TTS job takes seconds).
+MAX_SECONDS_PER_JOB = 3600.0
+# Saturated samples before the measured seconds per job replaces the configured one.
+MIN_SERVED = 5
 # `decide`'s reasons are one or two words.
 MAX_REASON_CHARS = 64
 # How far a stored timestamp may be ahead of the reader's clock: two invocations may run on
@@ -220,6 +230,7 @@ def decide(
       miss a deadline.
     """
     rates = _rates(params, state, obs)
+    served = _served(state, obs)
     rate = _trimmed_mean(rates)
     floor = _floor(params, state.floor, rate)
     launches = _launches(state, obs)
@@ -233,7 +244,7 @@ def decide(
     forecasts: tuple[BatchForecast, ...] = ()
     spot = True
     if obs.batches:
-        fleet = _fleet_now(params, obs, launches)
+        fleet = _fleet_now(params, obs, launches, served)
         deadline = plan(obs.batches, obs.outstanding, fleet, obs.pricing)
         if deadline is None:  # nothing of theirs is left in the queue
             forecasts = finished(obs.batches, obs.now)
@@ -259,14 +270,25 @@ def decide(
         desired=desired,
         reason=reason,
         pools=state.pools,  # the placement (tts_fleet/scaling/pools.py) updates them
+        served=served,
     )
     return ControllerDecision(desired, reason, new_state, forecasts, spot)
 
 
-def _fleet_now(params: ControllerParams, obs: Observation, launches: tuple[float, ...]) -> FleetNow:
-    """What the deadline planner starts from: this sample's workers, the params' timings
-    (the measured seconds per job where the driver has one)."""
-    per_job = params.seconds_per_job if obs.seconds_per_job is None else obs.seconds_per_job
+def _fleet_now(
+    params: ControllerParams,
+    obs: Observation,
+    launches: tuple[float, ...],
+    served: tuple[float, ...],
+) -> FleetNow:
+    """What the deadline planner starts from: this sample's workers and timings. Seconds per
+    job: the driver's measured figure, else the state's rolling one once it has MIN_SERVED
+    samples (their median), else the params' (the timing profile's)."""
+    per_job = params.seconds_per_job
+    if obs.seconds_per_job is not None:
+        per_job = obs.seconds_per_job
+    elif len(served) >= MIN_SERVED:
+        per_job = statistics.median(served)
     return FleetNow(
         now=obs.now,
         running=obs.running,
@@ -360,6 +382,24 @@ def _rates(params: ControllerParams, state: ControllerState, obs: Observation) -
     return (*state.rates, arrived / dt)[-MAX_RATES:]
 
 
+def _served(state: ControllerState, obs: Observation) -> tuple[float, ...]:
+    """The seconds per job the running workers took over this interval, measured while
+    deadline batches drained: the queue never empty (every running worker busy throughout)
+    and the same workers running, so the drop in outstanding is what they did. A job
+    arriving meanwhile hides a completion, which can only make the figure slower (more
+    workers planned), never faster."""
+    draining = any(batch.jobs > batch.done for batch in obs.batches)
+    if not draining or state.updated is None:
+        return state.served
+    dt = obs.now - state.updated
+    saturated = state.visible > 0 and obs.visible > 0 and obs.running == state.running > 0
+    completed = state.visible + state.in_flight - obs.outstanding
+    if not (0 < dt <= 10 * SAMPLE_INTERVAL_S and saturated and completed > 0):
+        return state.served
+    per_job = min(MAX_SECONDS_PER_JOB, obs.running * dt / completed)
+    return (*state.served, per_job)[-MAX_RATES:]
+
+
 def _trimmed_mean(rates: tuple[float, ...]) -> float:
     """Mean without the top tenth: a burst is one huge sample, not a rate."""
     if not rates:
@@ -418,6 +458,13 @@ def _number(value: object, name: str, low: float, high: float) -> float:
     if not low <= number <= high:  # NaN fails both comparisons
         raise InvalidState(f"{name}: {_shown(value)} is outside [{low:g}, {high:g}]")
     return number
+
+
+def _per_job(value: object, name: str) -> float:
+    per_job = _number(value, name, 0.0, MAX_SECONDS_PER_JOB)
+    if per_job <= 0:
+        raise InvalidState(f"{name}: {_shown(value)} is not a positive number of seconds")
+    return per_job
 
 
 def _rate(value: object, name: str) -> float:

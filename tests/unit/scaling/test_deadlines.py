@@ -9,7 +9,13 @@ from dataclasses import replace
 import pytest
 
 from tts_fleet.scaling.batches import OpenBatch
-from tts_fleet.scaling.controller import ControllerParams, ControllerState, Observation, decide
+from tts_fleet.scaling.controller import (
+    ControllerParams,
+    ControllerState,
+    InvalidState,
+    Observation,
+    decide,
+)
 from tts_fleet.scaling.deadlines import (
     MIN_MARGIN_S,
     FleetNow,
@@ -252,3 +258,33 @@ def test_no_swap_to_a_cheaper_pool_while_a_deadline_plan_runs() -> None:
     kept = {t.name: t.desired for t in planned.decide(0.0, Fleet.of_pools(seen)).pools}
     assert swapped == {"spot": 1, "od": 2}
     assert kept == {"spot": 0, "od": 2}
+
+
+def test_the_measured_drain_rate_replaces_the_profiles_once_it_has_five_samples() -> None:
+    """Two workers draining 10 jobs per 10-s sample take 2 × 10 / 10 = 2 s per job, twice
+    the configured 1 s: from the fifth such sample the plan uses 2 s and asks for more."""
+    params = replace(PARAMS, seconds_per_job=1.0)
+    work = batch(6000, 60)
+    state = ControllerState()
+    desired = []
+    for step in range(8):
+        left = 5000 - 10 * step
+        obs = Observation(
+            10.0 * step, left - 2, 2, 2, 0, batches=(replace(work, done=6000 - left),)
+        )
+        decision = decide(params, state, obs)
+        state = decision.state
+        desired.append(decision.desired)
+    assert state.served == (2.0,) * 7
+    # 3,000 jobs at 1 s: two running workers (3,000 s ≤ 3,420 s) do; at 2 s they need help.
+    assert desired[:5] == [2] * 5
+    assert desired[5] > 2
+    assert ControllerState.from_json(state.to_json()) == state
+
+
+def test_a_state_without_measurements_writes_no_served_key_and_bad_ones_are_refused() -> None:
+    assert "served" not in ControllerState().to_json()
+    with pytest.raises(InvalidState, match="served"):
+        ControllerState.from_json({"served": [0.0]})
+    with pytest.raises(InvalidState, match="served"):
+        ControllerState.from_json({"served": [1.0] * 31})
