@@ -237,6 +237,10 @@ def _common(func: Any) -> Any:
         json_flag(),
         click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write a PNG chart here."),
+        click.option("--deadline", "deadline_minutes", type=float, metavar="MINUTES",
+                     help="Give every burst of the trace (a trace without bursts: each "
+                     "hour's arrivals) this deadline; the controller plans for it, the "
+                     "report counts the deadlines met (docs/simulate.md)."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -283,6 +287,16 @@ def _prepare(o: dict[str, Any]) -> tuple[Trace, Profile, StackConfig, Any]:
     if not trace.arrivals:
         raise BadInput(f"trace {trace.name} has no jobs")
     return trace, profile, cfg, rates
+
+
+def deadline_seconds(o: dict[str, Any]) -> float | None:
+    """`--deadline MINUTES` in seconds (None without it)."""
+    minutes = o["deadline_minutes"]
+    if minutes is None:
+        return None
+    if not minutes > 0 or minutes == float("inf"):
+        raise BadInput(f"--deadline: must be a positive number of minutes (got {minutes:g})")
+    return float(minutes) * 60.0
 
 
 def _region(o: dict[str, Any]) -> str:
@@ -350,12 +364,15 @@ def simulate_cmd(policy_name: str, compare: str | None, **o: Any) -> None:
     Scaling flags and --stack apply to every policy's fleet size; the seed policy is fixed.
     """
     names = parse_policies(compare) if compare else [policy_name]
+    deadline = deadline_seconds(o)
     trace, profile, cfg, rates = _prepare(o)
     fleet = _fleet(o, cfg, profile)
     capacity = _capacity(o, fleet)
     try:
         setups = policy_setups(names, fleet, cfg, _region(o))
-        results = [simulate(trace, profile, setups[n], rates, o["seed"], capacity) for n in names]
+        results = [
+            simulate(trace, profile, setups[n], rates, o["seed"], capacity, deadline) for n in names
+        ]
     except CostError as error:  # a pool peer's type has no price
         raise BadInput(str(error)) from None
     if o["plot"]:
@@ -377,14 +394,17 @@ def simulate_cmd(policy_name: str, compare: str | None, **o: Any) -> None:
 @click.option("--max-monthly-usd", type=float, help="Budget: cost were the trace a month.")
 def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> None:
     """Sweep idleMinutes × hostIdleSeconds (and κ, scaling.coldStartWork, in controller
-    mode) on a trace; print the cost/p95 Pareto frontier."""
+    mode) on a trace; print the cost/p95 Pareto frontier. With --deadline: the cheapest
+    setting that meets every deadline."""
     from tts_fleet.sim.advise import advise, run_count
 
     bound = parse_duration(max_p95) if max_p95 else None
+    deadline = deadline_seconds(o)
     trace, profile, cfg, rates = _prepare(o)
     fleet = _fleet(o, cfg, profile)
     run = partial(advise, trace, profile, fleet, rates, max_p95_s=bound,
-                  max_monthly_usd=max_monthly_usd, seed=o["seed"])  # fmt: skip
+                  max_monthly_usd=max_monthly_usd, seed=o["seed"],
+                  deadline_s=deadline)  # fmt: skip
     # Each run costs ~0.35 s per 100,000 jobs: a week of traffic is a ~20 s sweep, so show it
     # on a terminal (scripts reading --json get clean streams).
     with look.progress_bar(run_count(fleet), "simulating", not o["as_json"]) as advance:
@@ -397,7 +417,8 @@ def advise_cmd(max_p95: str | None, max_monthly_usd: float | None, **o: Any) -> 
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
         click.echo(sim_text.advice_table(report))
-    if (bound is not None or max_monthly_usd is not None) and report.recommendation is None:
+    bounded = bound is not None or max_monthly_usd is not None or deadline is not None
+    if bounded and report.recommendation is None:
         # The table already says no swept setting meets them: the exit code alone follows.
         raise click.exceptions.Exit(ExitCode.FAILED)
 

@@ -10,12 +10,15 @@ drive. Pure: no I/O, no clock, stdlib only.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from typing import Any
 
 from tts_fleet.scaling.bands import ScalingParams, outstanding
+from tts_fleet.scaling.batches import BatchForecast, OpenBatch
+from tts_fleet.scaling.deadlines import FleetNow, Pricing, finished, plan
 from tts_fleet.scaling.pools import InvalidPoolState, PoolState, pool_states_from_json
 
 # How often the deployed controller samples the queue while anything is outstanding or running.
@@ -77,6 +80,14 @@ class Observation:
     in_flight: int  # ApproximateNumberOfMessagesNotVisible
     running: int  # ECS runningCount
     pending: int  # ECS pendingCount (launches under way)
+    # Open deadline batches (issue #23; the driver reads them from the bucket's batch records):
+    # with work left, the deadline planner (tts_fleet/scaling/deadlines.py) sizes the fleet.
+    batches: tuple[OpenBatch, ...] = ()
+    # Measured warm seconds per job per worker (the workers' throughput); None: the params'.
+    seconds_per_job: float | None = None
+    # With capacity pools: the cheapest Spot and On-Demand worker-hour now, for the deadline
+    # planner's Spot rule (None: one service, nothing to choose).
+    pricing: Pricing | None = None
 
     @property
     def outstanding(self) -> int:
@@ -101,12 +112,16 @@ class ControllerState:
     reason: str = ""
     # Capacity pools' availability (tts_fleet/scaling/pools.py); () for a stack without pools.
     pools: tuple[PoolState, ...] = ()
+    # Measured seconds per job per worker while deadline batches drained (`_served`).
+    served: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for name in _TUPLES:
             data[name] = list(getattr(self, name))
-        del data["pools"]
+        del data["pools"], data["served"]
+        if self.served:  # a state without deadline batches writes what it always wrote
+            data["served"] = list(self.served)
         if self.pools:  # a stack without pools writes the state it always wrote
             data["pools"] = [pool.to_json() for pool in self.pools]
         return data
@@ -139,6 +154,7 @@ class ControllerState:
             in_flight=_count(data, "in_flight", MAX_MESSAGES),
             running=_count(data, "running", MAX_TASKS),
             rates=_numbers(data, "rates", MAX_RATES, _rate),
+            served=_numbers(data, "served", MAX_RATES, _per_job),
             rate=_number(data.get("rate", 0.0), "rate", 0.0, MAX_RATE),
             floor=_count(data, "floor", MAX_TASKS),
             launches=_numbers(data, "launches", MAX_TASKS, partial(_timestamp, latest=latest)),
@@ -169,6 +185,10 @@ MAX_RATE = 10_000.0
 # An idle gap: a year (the policy compares gaps to minutes; the bucket expires the state
 # after expireDays without an invocation anyway).
 MAX_GAP_S = 366 * 86_400.0
+# Seconds per job per worker a measurement may hold: an hour (a TTS job takes seconds).
+MAX_SECONDS_PER_JOB = 3600.0
+# Saturated samples before the measured seconds per job replaces the configured one.
+MIN_SERVED = 5
 # `decide`'s reasons are one or two words.
 MAX_REASON_CHARS = 64
 # How far a stored timestamp may be ahead of the reader's clock: two invocations may run on
@@ -186,6 +206,10 @@ class ControllerDecision:
     desired: int
     reason: str  # short, for logs/metrics ("backlog", "warm-one", "idle-release", …)
     state: ControllerState
+    # With open deadline batches: one forecast per batch, and whether new workers may go to
+    # Spot pools (the Can't-Be-Late rule of tts_fleet/scaling/deadlines.py).
+    forecasts: tuple[BatchForecast, ...] = ()
+    spot: bool = True
 
 
 def decide(
@@ -198,9 +222,15 @@ def decide(
       than are running or launching (a cancelled launch wastes its boot);
     - queue empty: keep one warm worker (or minWorkers, or the rate floor) and release the
       surplus at once; the warm one goes after the learned idle window;
-    - a rate floor, with hysteresis, keeps steady load from starving or flapping.
+    - a rate floor, with hysteresis, keeps steady load from starving or flapping;
+    - open deadline batches with work left (issue #23): the deadline plan
+      (tts_fleet/scaling/deadlines.py) sets the count while all outstanding work is theirs,
+      and is a floor under the above while other jobs wait too; `obs.pricing` (the
+      cheapest Spot and On-Demand pool) lets it keep new workers off Spot when a loss would
+      miss a deadline.
     """
     rates = _rates(params, state, obs)
+    served = _served(state, obs)
     rate = _trimmed_mean(rates)
     floor = _floor(params, state.floor, rate)
     launches = _launches(state, obs)
@@ -211,6 +241,18 @@ def decide(
         desired = max(desired, floor)
     else:
         desired, reason = _idle(params, obs, floor, gaps, idle_since)
+    forecasts: tuple[BatchForecast, ...] = ()
+    spot = True
+    if obs.batches:
+        fleet = _fleet_now(params, obs, launches, served)
+        deadline = plan(obs.batches, obs.outstanding, fleet, obs.pricing)
+        if deadline is None:  # nothing of theirs is left in the queue
+            forecasts = finished(obs.batches, obs.now)
+        else:
+            theirs = sum(max(0, b.jobs - b.done) for b in obs.batches) >= obs.outstanding
+            if theirs or deadline.workers > desired:
+                desired, reason = deadline.workers, deadline.reason
+            forecasts, spot = deadline.forecasts, deadline.spot
     desired = params.clamp(desired)
     if desired > obs.running + obs.pending:
         launches = (*launches, *([obs.now] * (desired - obs.running - obs.pending)))
@@ -228,8 +270,34 @@ def decide(
         desired=desired,
         reason=reason,
         pools=state.pools,  # the placement (tts_fleet/scaling/pools.py) updates them
+        served=served,
     )
-    return ControllerDecision(desired, reason, new_state)
+    return ControllerDecision(desired, reason, new_state, forecasts, spot)
+
+
+def _fleet_now(
+    params: ControllerParams,
+    obs: Observation,
+    launches: tuple[float, ...],
+    served: tuple[float, ...],
+) -> FleetNow:
+    """What the deadline planner starts from: this sample's workers and timings. Seconds per
+    job: the driver's measured figure, else the state's rolling one once it has MIN_SERVED
+    samples (their median), else the params' (the timing profile's)."""
+    per_job = params.seconds_per_job
+    if obs.seconds_per_job is not None:
+        per_job = obs.seconds_per_job
+    elif len(served) >= MIN_SERVED:
+        per_job = statistics.median(served)
+    return FleetNow(
+        now=obs.now,
+        running=obs.running,
+        launches=launches,
+        cold_start_s=params.cold_start_s,
+        seconds_per_job=per_job,
+        concurrency=params.concurrency,
+        max_workers=params.max_workers,
+    )
 
 
 def _busy(
@@ -314,6 +382,24 @@ def _rates(params: ControllerParams, state: ControllerState, obs: Observation) -
     return (*state.rates, arrived / dt)[-MAX_RATES:]
 
 
+def _served(state: ControllerState, obs: Observation) -> tuple[float, ...]:
+    """The seconds per job the running workers took over this interval, measured while
+    deadline batches drained: the queue never empty (every running worker busy throughout)
+    and the same workers running, so the drop in outstanding is what they did. A job
+    arriving meanwhile hides a completion, which can only make the figure slower (more
+    workers planned), never faster."""
+    draining = any(batch.jobs > batch.done for batch in obs.batches)
+    if not draining or state.updated is None:
+        return state.served
+    dt = obs.now - state.updated
+    saturated = state.visible > 0 and obs.visible > 0 and obs.running == state.running > 0
+    completed = state.visible + state.in_flight - obs.outstanding
+    if not (0 < dt <= 10 * SAMPLE_INTERVAL_S and saturated and completed > 0):
+        return state.served
+    per_job = min(MAX_SECONDS_PER_JOB, obs.running * dt / completed)
+    return (*state.served, per_job)[-MAX_RATES:]
+
+
 def _trimmed_mean(rates: tuple[float, ...]) -> float:
     """Mean without the top tenth: a burst is one huge sample, not a rate."""
     if not rates:
@@ -372,6 +458,13 @@ def _number(value: object, name: str, low: float, high: float) -> float:
     if not low <= number <= high:  # NaN fails both comparisons
         raise InvalidState(f"{name}: {_shown(value)} is outside [{low:g}, {high:g}]")
     return number
+
+
+def _per_job(value: object, name: str) -> float:
+    per_job = _number(value, name, 0.0, MAX_SECONDS_PER_JOB)
+    if per_job <= 0:
+        raise InvalidState(f"{name}: {_shown(value)} is not a positive number of seconds")
+    return per_job
 
 
 def _rate(value: object, name: str) -> float:

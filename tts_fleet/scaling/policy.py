@@ -11,15 +11,21 @@ clock (tts_fleet/local/scaler.py) and the deployed controller on the wall clock
   Application Auto Scaling (tts_fleet/scaling/alarms.py), evaluated once a minute.
 - `ControllerPolicy` (`scaling.mode: controller`, the default): `decide` of
   tts_fleet/scaling/controller.py on a 10-s sample, with the state it carries between calls.
+
+Deadline batches (issue #23): a driver passes the open batches with the queue's counts
+(`Counts.batches`, read from the bucket's batch records) and, where it measures one, the
+workers' seconds per job (`Fleet.seconds_per_job`); the controller's decision then carries
+one forecast per batch (`Decision.forecasts`). The alarms mode ignores both.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tts_fleet.scaling.alarms import PERIOD_S, Autoscaler
 from tts_fleet.scaling.bands import ScalingParams, outstanding
+from tts_fleet.scaling.batches import BatchForecast, OpenBatch
 from tts_fleet.scaling.controller import (
     SAMPLE_INTERVAL_S,
     ControllerParams,
@@ -27,6 +33,7 @@ from tts_fleet.scaling.controller import (
     Observation,
     decide,
 )
+from tts_fleet.scaling.deadlines import Pricing
 from tts_fleet.scaling.pools import (
     PlacementParams,
     PoolEvent,
@@ -47,6 +54,8 @@ class Counts:
 
     visible: int  # ApproximateNumberOfMessages
     in_flight: int  # ApproximateNumberOfMessagesNotVisible
+    # The open deadline batches (issue #23): their jobs are among the counts above.
+    batches: tuple[OpenBatch, ...] = field(default=())
 
     @property
     def outstanding(self) -> int:
@@ -61,6 +70,9 @@ class Fleet:
     pending: int  # pendingCount: launches under way
     # With capacity pools: each pool's service (running and pending above are their sums).
     pools: tuple[PoolObservation, ...] = ()
+    # Measured warm seconds per job per worker (the workers' throughput, rolling); None: the
+    # timing profile's, as the policy was configured (issue #23).
+    seconds_per_job: float | None = None
 
     @classmethod
     def of_pools(cls, pools: tuple[PoolObservation, ...]) -> Fleet:
@@ -79,6 +91,8 @@ class Decision:
     # pool's own minWorkers asks for it), and the pools' availability changes at this decision.
     pools: tuple[PoolTarget, ...] = ()
     events: tuple[PoolEvent, ...] = ()
+    # With open deadline batches: one forecast per batch, earliest deadline first (issue #23).
+    forecasts: tuple[BatchForecast, ...] = ()
 
 
 class Policy(Protocol):
@@ -160,24 +174,44 @@ class ControllerPolicy:
         # A swap between pools is the placement's business, not the work's.
         hidden = unseen(self.state.pools, seen) if self.pools else (0, 0)
         running, pending = fleet.running - hidden[0], fleet.pending - hidden[1]
-        obs = Observation(now, counts.visible, counts.in_flight, running, pending)
+        obs = Observation(
+            now,
+            counts.visible,
+            counts.in_flight,
+            running,
+            pending,
+            batches=counts.batches,
+            seconds_per_job=fleet.seconds_per_job,
+            pricing=_pricing(self.pools),
+        )
         decision = decide(self.params, self.state, obs)
         self.state, self.desired = decision.state, decision.desired
+        forecasts = decision.forecasts
         if not self.pools or self.placement is None:
-            return Decision(decision.desired, "controller", decision.reason)
+            return Decision(decision.desired, "controller", decision.reason, forecasts=forecasts)
+        # Can't Be Late: when a lost Spot worker would miss a deadline, Spot pools keep the
+        # workers they run and every new one goes to the other pools.
+        pools = self.pools if decision.spot else _spot_held(self.pools, seen)
         placed = place(
-            self.pools,
+            pools,
             self.placement,
             self.state.pools,
             seen,
             decision.desired,
             now,
-            ceiling=self.params.max_workers,
+            # While a deadline plan sets the count, no swap to a cheaper pool: each costs a
+            # cold start the plan did not count, for a batch that ends within the hour.
+            ceiling=decision.desired if decision.forecasts else self.params.max_workers,
         )
         launches = launches_after(placed, seen, self.state.launches, now)
         self.state = replace(self.state, pools=placed.states, launches=launches)
         return Decision(
-            decision.desired, "controller", decision.reason, placed.targets, placed.events
+            decision.desired,
+            "controller",
+            decision.reason,
+            placed.targets,
+            placed.events,
+            forecasts,
         )
 
     def quiet(self) -> bool:
@@ -185,3 +219,31 @@ class ControllerPolicy:
 
     def settled(self) -> bool:
         return self._counts.outstanding == 0 and self.desired == self.params.min_workers
+
+
+def _pricing(pools: tuple[PoolSpec, ...]) -> Pricing | None:
+    """The cheapest Spot and non-Spot pool's hourly price, for the deadline planner; None
+    without pools (one service: nothing to choose)."""
+    if not pools:
+        return None
+    spot = [p.usd_per_hour for p in pools if p.capacity_type == "spot"]
+    other = [p.usd_per_hour for p in pools if p.capacity_type != "spot"]
+    return Pricing(min(spot, default=None), min(other, default=None))
+
+
+def _spot_held(
+    pools: tuple[PoolSpec, ...], seen: dict[str, PoolObservation]
+) -> tuple[PoolSpec, ...]:
+    """The pools with each Spot pool capped at its running workers: it keeps them, takes no
+    new one (its launches under way are cut with the rest of the surplus)."""
+    return tuple(
+        replace(pool, max_workers=min(pool.max_workers, _running(seen, pool.name)))
+        if pool.capacity_type == "spot"
+        else pool
+        for pool in pools
+    )
+
+
+def _running(seen: dict[str, PoolObservation], name: str) -> int:
+    pool = seen.get(name)
+    return 0 if pool is None else pool.running

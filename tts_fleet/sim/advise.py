@@ -5,6 +5,10 @@ AWS leaves the idle window as "a workload measurement problem". Here it is measu
 real policy, and the frontier of cost against p95 latency is what the user chooses from.
 Extra GPU-hours are reported against the configured setting, so a faster answer shows what
 it burns.
+
+With a deadline (`advise --deadline MINUTES`, issue #23) every run gives the trace's batches
+that deadline (tts_fleet/sim/deadlines.py) and the recommendation is the cheapest setting
+that meets every one (within the other bounds, if given).
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ class Point:
     cost_usd: float  # GPU + floor over the common period (the longest run of the sweep)
     monthly_usd: float  # the same, were the trace repeated for a 730-hour month
     cold_start_work: float | None = None  # κ (controller mode), None for the alarms
+    deadlines_missed: int | None = None  # with a deadline: batches that missed it
 
 
 @dataclass(frozen=True)
 class Bounds:
     max_p95_s: float | None
     max_monthly_usd: float | None
+    deadline_s: float | None = None  # every batch of the trace must meet it
 
 
 @dataclass(frozen=True)
@@ -93,13 +99,23 @@ class Advice:
         data["frontier"], data["points"] = list(data["frontier"]), list(data["points"])
         rec = self.recommendation
         data["recommendation"] = None if rec is None else rec.to_json()
+        if self.bounds.deadline_s is None:  # without a deadline the document is as before
+            del data["bounds"]["deadline_s"]
+            for point in (data["baseline"], data["cheapest"], *data["frontier"],
+                          *data["points"], data["recommendation"] or {}):  # fmt: skip
+                point.pop("deadlines_missed", None)
         return data
 
 
 def _run(
-    trace: Trace, profile: Profile, policy: PolicySetup, rates: CostRates, seed: int
+    trace: Trace,
+    profile: Profile,
+    policy: PolicySetup,
+    rates: CostRates,
+    seed: int,
+    deadline_s: float | None = None,
 ) -> SimSummary:
-    return simulate(trace, profile, policy, rates, seed).summary
+    return simulate(trace, profile, policy, rates, seed, deadline_s=deadline_s).summary
 
 
 def _points(
@@ -116,6 +132,7 @@ def _points(
         if p95 is None or gpu_usd is None or gpu_hours is None:
             raise ValueError(f"trace {s.trace} has no jobs: nothing to advise on")
         cost = gpu_usd + floor
+        missed = None if s.deadlines is None else s.deadlines.missed
         points.append(
             Point(
                 idle_minutes=s.settings.idle_minutes,
@@ -125,6 +142,7 @@ def _points(
                 gpu_hours=gpu_hours,
                 cost_usd=round(cost, 2),
                 monthly_usd=round(cost * HOURS_PER_MONTH / trace_h, 2),
+                deadlines_missed=missed,
             )
         )
     return points
@@ -137,6 +155,7 @@ def sweep(
     rates: CostRates,
     seed: int = 0,
     progress: Callable[[], None] | None = None,
+    deadline_s: float | None = None,
 ) -> list[Point]:
     """The idle grid (and, in controller mode, κ), then the configured setting last;
     `progress` is called after each run."""
@@ -146,7 +165,7 @@ def sweep(
     settings.append(base)
     summaries = []
     for policy in settings:
-        summaries.append(_run(trace, profile, policy, rates, seed))
+        summaries.append(_run(trace, profile, policy, rates, seed, deadline_s))
         if progress is not None:
             progress()
     controller = base.mode == "controller"
@@ -166,18 +185,23 @@ def pareto(points: list[Point]) -> list[Point]:
 
 
 def recommend(
-    points: list[Point], max_p95_s: float | None, max_monthly_usd: float | None
+    points: list[Point],
+    max_p95_s: float | None,
+    max_monthly_usd: float | None,
+    deadline: bool = False,
 ) -> Point | None:
-    """Cheapest within the latency bound, or fastest within the budget (or both bounds)."""
+    """Cheapest within the latency bound, or fastest within the budget (or both bounds);
+    with a `deadline`, the cheapest of those that meet every deadline."""
     fits = [
         p
         for p in points
         if (max_p95_s is None or p.p95_s <= max_p95_s)
         and (max_monthly_usd is None or p.monthly_usd <= max_monthly_usd)
+        and (not deadline or p.deadlines_missed == 0)
     ]
     if not fits:
         return None
-    if max_p95_s is not None:
+    if max_p95_s is not None or deadline:
         return min(fits, key=lambda p: (p.cost_usd, p.p95_s, p.idle_minutes))
     return min(fits, key=lambda p: (p.p95_s, p.cost_usd, p.idle_minutes))
 
@@ -192,16 +216,17 @@ def advise(
     max_monthly_usd: float | None = None,
     seed: int = 0,
     progress: Callable[[], None] | None = None,
+    deadline_s: float | None = None,
 ) -> Advice:
-    *points, baseline = sweep(trace, profile, base, rates, seed, progress)
-    choice = recommend(points, max_p95_s, max_monthly_usd)
+    *points, baseline = sweep(trace, profile, base, rates, seed, progress, deadline_s)
+    choice = recommend(points, max_p95_s, max_monthly_usd, deadline=deadline_s is not None)
     cheapest = min(points, key=lambda p: (p.cost_usd, p.p95_s))
     rec = None if choice is None else Recommendation.against(choice, baseline, cheapest)
     return Advice(
         trace=trace.name,
         jobs=len(trace.arrivals),
         profile=profile.name,
-        bounds=Bounds(max_p95_s, max_monthly_usd),
+        bounds=Bounds(max_p95_s, max_monthly_usd, deadline_s),
         baseline=baseline,
         cheapest=cheapest,
         frontier=tuple(pareto(points)),

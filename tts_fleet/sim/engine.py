@@ -42,6 +42,7 @@ from collections import deque
 from tts_fleet.scaling.physics import Profile
 from tts_fleet.scaling.pools import INTERRUPTION_WINDOW_S, PoolObservation, fill_order, place
 from tts_fleet.sim.capacity import NOTICE_S, PLACEMENT_RETRY_S, Capacity
+from tts_fleet.sim.deadlines import BatchBook, judge, trace_batches
 from tts_fleet.sim.model import PolicySetup
 from tts_fleet.sim.report import (
     CostRates,
@@ -75,8 +76,11 @@ class Simulation:
         policy: PolicySetup,
         seed: int = 0,
         capacity: Capacity | None = None,
+        deadline_s: float | None = None,
     ):
         self.trace, self.profile, self.policy = trace, profile, policy
+        # `--deadline`: the trace's batches, handed to the scaler at each evaluation.
+        self.book = None if deadline_s is None else BatchBook(trace_batches(trace, deadline_s))
         self.rng = random.Random(seed)
         # What names no pool of this run acts on nothing (a peer has fewer pools).
         self.capacity = Capacity() if capacity is None else capacity
@@ -194,6 +198,8 @@ class Simulation:
         task.jobs.discard(job)
         self.finish[job] = now
         self.done += 1
+        if self.book is not None:
+            self.book.job_done(job)
         self.processing -= 1
         task.in_flight -= 1
         heapq.heappush(self.free, (task.in_flight, task_id))
@@ -416,8 +422,9 @@ class Simulation:
         visible = self.arrived - self.started + len(self.retry)
         in_flight = self.processing + self.hidden
         pools = tuple(self._pool_view(now, p) for p in self.pool_names) if self.pooled else ()
+        batches = () if self.book is None else self.book.open_at(now, self.arrived)
         return View(now, visible, in_flight, running, len(self.fleet.tasks) - running,
-                    self.fleet.desired, pools)  # fmt: skip
+                    self.fleet.desired, pools, batches)  # fmt: skip
 
     def _pool_view(self, now: float, pool: str) -> PoolObservation:
         """One pool's service as the controller reads it: its counts, how long its oldest
@@ -505,8 +512,12 @@ def simulate(
     rates: CostRates,
     seed: int = 0,
     capacity: Capacity | None = None,
+    deadline_s: float | None = None,
 ) -> SimResult:
-    sim = Simulation(trace, profile, policy, seed, capacity)
+    """One run; with `deadline_s` (`--deadline`) every batch of the trace has that deadline
+    (tts_fleet/sim/deadlines.py), the controller plans for them and the result says which
+    were met."""
+    sim = Simulation(trace, profile, policy, seed, capacity, deadline_s)
     finish, samples, fleet, end = sim.run()
     gpu_seconds = sum((h.gone if h.gone is not None else end) - h.launched for h in fleet.hosts)
     pools = pool_usage(policy.pools, fleet, end) if sim.pooled else ()
@@ -525,4 +536,7 @@ def simulate(
         killed_jobs=fleet.killed_jobs,
         pools=pools,
         outages=outage_results(fleet, sim.capacity),
+        deadlines=None
+        if sim.book is None or deadline_s is None
+        else judge(sim.book.batches, finish, deadline_s),
     )

@@ -10,6 +10,7 @@ from typing import Any
 from tts_fleet.scaling.physics import Profile
 from tts_fleet.scaling.pools import PoolSpec
 from tts_fleet.sim.capacity import Capacity
+from tts_fleet.sim.deadlines import DeadlineResult
 from tts_fleet.sim.model import PolicySetup
 from tts_fleet.sim.state import Fleet
 from tts_fleet.sim.traces import Trace
@@ -128,9 +129,13 @@ class SimSummary:
     cost: RunCost
     pools: tuple[PoolUsage, ...] = ()  # with capacity pools, in the stack's order
     outages: tuple[OutageResult, ...] = ()
+    deadlines: DeadlineResult | None = None  # with `--deadline`
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("deadlines")
+        if self.deadlines is not None:  # without --deadline the document is as before
+            data["deadlines"] = self.deadlines.to_json()
         data["latency_s"] = data.pop("latency")
         data.update(data.pop("cost"))  # the cost figures are top-level keys
         # Without pools the document is what it was before them.
@@ -257,6 +262,7 @@ def summarise(
     killed_jobs: int = 0,
     pools: tuple[PoolUsage, ...] = (),
     outages: tuple[OutageResult, ...] = (),
+    deadlines: DeadlineResult | None = None,
 ) -> SimResult:
     arrivals = trace.arrivals
     latencies = [f - a for f, a in zip(finish, arrivals, strict=True)]
@@ -279,5 +285,6 @@ def summarise(
         cost=_costs(rates, gpu_seconds, end, len(arrivals), pools),
         pools=pools,
         outages=outages,
+        deadlines=deadlines,
     )
     return SimResult(summary, tuple(samples), tuple(latencies))

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from tts_fleet.scaling.alarms import PERIOD_S, POLICY_COOLDOWN_S
 from tts_fleet.scaling.bands import outstanding
+from tts_fleet.scaling.batches import OpenBatch
 from tts_fleet.scaling.controller import ControllerParams
 from tts_fleet.scaling.physics import Profile
 from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Counts, Fleet, Policy
@@ -46,6 +47,8 @@ class View:
     pending: int  # ECS pendingCount
     desired: int  # the service's desired count now
     pools: tuple[PoolObservation, ...] = ()  # with capacity pools: each pool's service
+    # `simulate --deadline`: the open deadline batches (issue #23); the peers ignore them.
+    batches: tuple[OpenBatch, ...] = ()
 
 
 class Scaler(Protocol):
@@ -96,11 +99,17 @@ class PolicyScaler:
         # With capacity pools: the last decision's count per pool and availability changes.
         self.targets: tuple[PoolTarget, ...] = ()
         self.pool_events: tuple[PoolEvent, ...] = ()
+        self._batches = False  # the last evaluation had deadline batches
 
     def observe(self, now: float, visible: int, in_flight: int) -> None:
         self.policy.observe(now, Counts(visible, 0 if self.visible_only else in_flight))
 
     def decide(self, view: View) -> int:
+        if view.batches or self._batches:
+            # The batches come with the counts, as the deployed controller reads them.
+            in_flight = 0 if self.visible_only else view.in_flight
+            self.policy.observe(view.now, Counts(view.visible, in_flight, view.batches))
+            self._batches = bool(view.batches)
         decision = self.policy.decide(view.now, Fleet(view.running, view.pending, view.pools))
         self.reason = decision.reason
         self.targets, self.pool_events = decision.pools, decision.events

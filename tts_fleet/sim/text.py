@@ -63,6 +63,20 @@ def _pool_rows(summary: SimSummary, names: list[str]) -> list[tuple[str, str]]:
     return rows
 
 
+def _deadline_rows(summary: SimSummary) -> list[tuple[str, str]]:
+    """`--deadline`: the batches met and missed, and the latest finish against its deadline
+    (negative: that late)."""
+    result = summary.deadlines
+    if result is None:
+        return [("deadlines met / missed", "-"), ("worst slack to deadline", "-")]
+    slack = result.worst_slack_s
+    shown = "-" if slack is None else ("-" if slack < 0 else "") + duration(abs(slack))
+    return [
+        ("deadlines met / missed", f"{result.met} / {result.missed}"),
+        ("worst slack to deadline", shown),
+    ]
+
+
 def simulation_table(summaries: list[SimSummary]) -> str:
     first = summaries[0]
     head = f"trace {first.trace} ({first.jobs} jobs), profile {first.profile}"
@@ -71,6 +85,8 @@ def simulation_table(summaries: list[SimSummary]) -> str:
     columns = [_rows(s) for s in summaries]
     if names or outages:  # a run without pools prints the table it always printed
         columns = [rows + _pool_rows(s, names) for rows, s in zip(columns, summaries, strict=True)]
+    if any(s.deadlines is not None for s in summaries):  # likewise a run without --deadline
+        columns = [rows + _deadline_rows(s) for rows, s in zip(columns, summaries, strict=True)]
     width = max(len(v) for col in columns for _, v in col) + 2
     lines = [head, f"{'':<26}" + "".join(f"{s.policy:>{width}}" for s in summaries)]
     for index, (label, _) in enumerate(columns[0]):
@@ -84,6 +100,7 @@ def _point(p: Point) -> str:
         f"idle {p.idle_minutes:>3}m  host {p.host_idle_seconds:>5}s  {kappa}"
         f"p95 {duration(p.p95_s):>10}  GPU-h {p.gpu_hours:>8.2f}  "
         f"${p.cost_usd:>9.2f}  (${p.monthly_usd:,.2f}/month)"
+        + ("" if p.deadlines_missed is None else f"  missed {p.deadlines_missed}")
     )
 
 
@@ -97,10 +114,12 @@ def advice_table(report: Advice) -> str:
     lines += [f"  {_point(p)}" for p in report.frontier]
     rec, bounds = report.recommendation, report.bounds
     if rec is None:
-        if bounds.max_p95_s is None and bounds.max_monthly_usd is None:
+        if bounds.max_p95_s is None and bounds.max_monthly_usd is None and not bounds.deadline_s:
             lines.append("no bound given: pass --max-p95-latency or --max-monthly-usd")
         else:
             wanted = {"max_p95_s": bounds.max_p95_s, "max_monthly_usd": bounds.max_monthly_usd}
+            if bounds.deadline_s is not None:
+                wanted["deadline_s"] = bounds.deadline_s
             lines.append(f"no swept setting meets {wanted}")
         return "\n".join(lines)
     chosen, cheapest = rec.point, report.cheapest

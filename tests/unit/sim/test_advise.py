@@ -6,6 +6,7 @@ import dataclasses
 import json
 from functools import cache
 from itertools import pairwise
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -88,7 +89,7 @@ def test_recommend_cheapest_under_latency_or_fastest_under_budget() -> None:
     assert pareto(points) == [points[0], points[1], points[2]]
 
 
-def test_advise_command_json_and_plot(tmp_path) -> None:
+def test_advise_command_json_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "frontier.png"
     result = CliRunner().invoke(
         cli,
@@ -122,8 +123,10 @@ def test_advice_is_typed_and_its_json_puts_the_point_beside_the_extras() -> None
     assert set(data) == {"trace", "jobs", "profile", "bounds", "baseline", "cheapest",
                          "frontier", "points", "recommendation"}  # fmt: skip
     assert data["bounds"] == {"max_p95_s": 60.0, "max_monthly_usd": None}
+    point = dataclasses.asdict(rec.point)
+    assert point.pop("deadlines_missed") is None  # no --deadline: not in the document
     assert data["recommendation"] == {
-        **dataclasses.asdict(rec.point),
+        **point,
         "extra_gpu_hours": rec.extra_gpu_hours,
         "extra_usd": rec.extra_usd,
         "extra_gpu_hours_vs_cheapest": rec.extra_gpu_hours_vs_cheapest,
