@@ -52,8 +52,8 @@ def status(
             if watch is not None and console.is_terminal:
                 console.clear()
             console.print(status_table(snapshot))
-            if snapshot["batches"]:
-                console.print(batches_table(snapshot["batches"]))
+            for batch in snapshot["batches"] or []:
+                console.print(batch_line(batch), soft_wrap=True, highlight=False)
         refreshes += 1
         if watch is None or (count is not None and refreshes >= count):
             return
@@ -102,19 +102,18 @@ def batch_verdict(batch: dict[str, Any]) -> str:
     return "on track" if batch["on_track"] else "at risk"
 
 
-def batches_table(batches: list[dict[str, Any]]) -> Table:
-    table = look.table("open batches")
-    for column in ("batch", "done", "remaining", "deadline", "predicted finish", "status"):
-        table.add_column(column, justify="left" if column in ("batch", "status") else "right")
-    for batch in batches:
-        table.add_row(
-            *(look.shown("-" if batch[key] is None else batch[key]) for key in BATCH_COLUMNS),
-            batch_verdict(batch),
-        )
-    return table
+def batch_line(batch: dict[str, Any]) -> str:
+    """One open batch as one line (status and wait), its values escaped: a record is
+    untrusted input, however checked."""
 
+    def value(key: str) -> str:
+        return look.shown("-" if batch[key] is None else batch[key])
 
-BATCH_COLUMNS = ("batch_id", "done", "remaining", "deadline", "predicted_finish")
+    return (
+        f"batch {value('batch_id')}: {value('done')} of {value('jobs')} done, "
+        f"{value('remaining')} remaining, deadline {value('deadline')}, predicted finish "
+        f"{value('predicted_finish')}: {batch_verdict(batch)}"
+    )
 
 
 def optional(read: Callable[[], T]) -> T | None:

@@ -72,7 +72,8 @@ def submit(
     batch, recorded in the bucket before they are sent; `status` shows its progress.
     """
     queue_url = need(target, "queue_url")
-    due = deadline_of(target, deadline, within)
+    now = time.time()  # the batch's submission: --within and the stack default count from it
+    due = deadline_of(target, deadline, within, now)
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
@@ -91,7 +92,7 @@ def submit(
     sqs = client_for("sqs", target.aws)
     preflight_queue(sqs, queue_url)
     note_existing(receipt, target, loaded, threads)
-    batch_id = record_batch(receipt, target, loaded, due)
+    batch_id = record_batch(receipt, target, loaded, now, due)
     started = time.monotonic()
     with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
         report = submit_jobs(
@@ -110,17 +111,19 @@ def submit(
     ctx.exit(finish_submit(receipt, as_json, ExitCode.FAILED if report.failed else ExitCode.OK))
 
 
-def deadline_of(target: Target, deadline: str | None, within: str | None) -> float | None:
+def deadline_of(
+    target: Target, deadline: str | None, within: str | None, now: float
+) -> float | None:
     """The batch's deadline (epoch seconds) from the flags or the stack's default; a bad or
     past one is a usage error of one line, before anything is read or sent."""
     try:
-        return resolve_deadline(deadline, within, target.deadline_minutes, time.time())
+        return resolve_deadline(deadline, within, target.deadline_minutes, now)
     except BadDeadline as error:
         raise click.UsageError(str(error)) from None
 
 
 def record_batch(
-    receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, due: float | None
+    receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, now: float, due: float | None
 ) -> str | None:
     """Writes the batch record before any message is sent, so the controller never sees a
     job of a batch it does not know; the batch id, or None without a deadline."""
@@ -129,7 +132,7 @@ def record_batch(
     bucket = need(target, "bucket")
     digests = {job.job_id: job.digest() for job in loaded.valid}
     try:
-        record = new_batch(time.time(), due, digests)
+        record = new_batch(now, due, digests)
     except BadDeadline as error:
         raise click.UsageError(str(error)) from None
     write_batch(client_for("s3", target.aws), bucket, record)

@@ -13,7 +13,7 @@ import click
 from tts_fleet.cli import look
 from tts_fleet.cli.options import json_flag, split_chars_option
 from tts_fleet.cli.sources import not_a_terminal, require_source
-from tts_fleet.cli.status import batch_verdict, open_batches
+from tts_fleet.cli.status import batch_line, open_batches
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.events import wait_for_completions
@@ -136,19 +136,6 @@ def receipt_batches(target: Target, source: str) -> list[dict[str, Any]] | None:
     shown = open_batches(target)
     wanted = receipt.batch.get("batch_id")
     return None if shown is None else [batch for batch in shown if batch["batch_id"] == wanted]
-
-
-def batch_line(batch: dict[str, Any]) -> str:
-    """One open batch as a line: `wait` shows where each deadline stands when it returns."""
-
-    def value(key: str) -> str:
-        return look.shown("-" if batch[key] is None else batch[key])
-
-    return (
-        f"batch {value('batch_id')}: {value('done')} of {value('jobs')} done, "
-        f"{value('remaining')} remaining, deadline {value('deadline')}, predicted finish "
-        f"{value('predicted_finish')}: {batch_verdict(batch)}"
-    )
 
 
 def finish_wait(
