@@ -161,6 +161,27 @@ def test_the_function_role_is_scoped_to_this_queue_service_and_state_object() ->
                 "Condition": {"StringEquals": {"s3:prefix": STATE_KEY}},
             },
             {
+                "Sid": "ReadBatches",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:DeleteObject"],
+                "Resource": f"{BUCKET_ARN}/batches/*",
+            },
+            {
+                "Sid": "KeepForecasts",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": f"{BUCKET_ARN}/controller/batches.json",
+            },
+            {
+                "Sid": "FindBatches",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": BUCKET_ARN,
+                "Condition": {
+                    "StringEquals": {"s3:prefix": ["batches/", "controller/batches.json"]}
+                },
+            },
+            {
                 "Sid": "WriteLogs",
                 "Effect": "Allow",
                 "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],

@@ -134,7 +134,7 @@ def test_the_build_source_bucket_is_always_deleted() -> None:
 # ---- the reader policy ------------------------------------------------------------------
 
 
-def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
+def test_the_reader_policy_reads_outputs_failures_and_batches_only() -> None:
     mocks = run_program(
         lambda: OutputBucket("out", OutputBucketArgs(expire_days=1, reader_policy=True))
     )
@@ -146,6 +146,15 @@ def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
             "Effect": "Allow",
             "Action": "s3:GetObject",
             "Resource": ["arn:aws:s3:::out-bucket/outputs/*", "arn:aws:s3:::out-bucket/failures/*"],
+        },
+        {
+            "Sid": "ReadBatches",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": [
+                "arn:aws:s3:::out-bucket/batches/*",
+                "arn:aws:s3:::out-bucket/controller/batches.json",
+            ],
         },
         {
             "Sid": "ListOutputs",
