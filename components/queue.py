@@ -7,7 +7,8 @@ Both queues use SQS-managed SSE. The queue policy denies any request that is not
 when `producers.principalArns` is set, allows those principals to SendMessage. Same-account
 producers get access by attaching the exported producer policy (SendMessage + GetQueueUrl on
 this queue only, and InvokeFunction on the scaling controller when the stack has one, so
-`tts-fleet submit` can wake it). The queue policy adds access; it does not take any away,
+`tts-fleet submit` can wake it; PutObject on the bucket's `batches/`, so `submit --deadline`
+can record its batch). The queue policy adds access; it does not take any away,
 so an account principal whose own IAM policy allows sqs:SendMessage on `*` can still send.
 Another account's principals also need their own IAM policy for this queue's ARN.
 """
@@ -19,10 +20,11 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from components.args import ComponentArgs
+from components.args import ComponentArgs, StrInput
 from components.controller import function_arn
 from components.iam import deny_insecure_transport
 from tts_fleet.config.models import QueueConfig
+from tts_fleet.scaling.batches import BATCHES_PREFIX
 
 SECONDS_PER_DAY = 86_400
 
@@ -40,6 +42,9 @@ class JobQueueArgs(ComponentArgs):
     producer_principal_arns: tuple[str, ...] = ()
     # The scaling controller's function name (components/controller.py), or None (alarms).
     controller_function_name: str | None = None
+    # The outputs bucket's ARN: producers may record deadline batches under `batches/`
+    # (issue #23, `submit --deadline`); None: no such grant.
+    batches_bucket_arn: StrInput | None = None
 
 
 class JobQueue(pulumi.ComponentResource):
@@ -136,6 +141,16 @@ class JobQueue(pulumi.ComponentResource):
                     "Effect": "Allow",
                     "Action": "lambda:InvokeFunction",
                     "Resource": queue_arn.apply(lambda arn: function_arn(arn, name)),
+                }
+            )
+        if args.batches_bucket_arn is not None:
+            statements.append(
+                {
+                    "Effect": "Allow",
+                    "Action": "s3:PutObject",
+                    "Resource": pulumi.Output.from_input(args.batches_bucket_arn).apply(
+                        lambda arn: f"{arn}/{BATCHES_PREFIX}*"
+                    ),
                 }
             )
         return statements

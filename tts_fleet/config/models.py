@@ -258,7 +258,14 @@ class ScalingConfig(_Section):
             )
             for i, entry in enumerate(self.schedules)
             if entry.max_workers > self.max_workers
-        ]
+        ] + self._deadline_problems()
+
+    def _deadline_problems(self) -> list[tuple[str, str]]:
+        """Only the controller reads deadline batches: in alarms mode one would be a promise
+        nothing keeps."""
+        if self.deadline_minutes and self.mode != "controller":
+            return [("deadlineMinutes", "needs scaling.mode controller (0 in alarms mode)")]
+        return []
 
 
 class NetworkConfig(_Section):

@@ -94,7 +94,7 @@ def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
     ]
 
 
-def test_the_producer_policy_may_invoke_the_controller_only() -> None:
+def test_the_producer_policy_may_invoke_the_controller_and_record_batches_only() -> None:
     inputs = named(build("controller"), "aws:iam/policy:Policy", "tts-queue-producer")
     producer = json.loads(inputs["policy"])
     assert producer == {
@@ -106,6 +106,8 @@ def test_the_producer_policy_may_invoke_the_controller_only() -> None:
                 "Resource": QUEUE_ARN,
             },
             {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": FUNCTION_ARN},
+            # `submit --deadline` records its batch (issue #23).
+            {"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"{BUCKET_ARN}/batches/*"},
         ],
     }
 
