@@ -65,3 +65,4 @@ if platform.controller_function_arn is not None:  # scaling.mode: controller
 for name, value in exports.items():
     pulumi.export(name, value)
 pulumi.export(outputs.MAX_TEXT_CHARS, config.worker.max_text_chars)
+pulumi.export(outputs.DEADLINE_MINUTES, config.scaling.deadline_minutes)

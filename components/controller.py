@@ -38,6 +38,7 @@ from components.args import ComponentArgs, StrInput
 from components.iam import trust_policy
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
+from tts_fleet.scaling.batches import BATCHES_PREFIX, FORECASTS_KEY
 from tts_fleet.scaling.controller import ControllerParams
 from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 
@@ -130,11 +131,26 @@ def function_policy(
             # Without ListBucket a missing object reads as AccessDenied, not NoSuchKey.
             {"Sid": "FindState", "Effect": "Allow", "Action": "s3:ListBucket",
              "Resource": bucket_arn, "Condition": {"StringEquals": {"s3:prefix": STATE_KEY}}},
+            *batch_statements(bucket_arn),
             {"Sid": "WriteLogs", "Effect": "Allow",
              "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": f"{log_group_arn}:*"},
         ],
     }  # fmt: skip
+
+
+def batch_statements(bucket_arn: str) -> list[dict]:
+    """Deadline batches (issue #23): read and retire the batch records, keep the forecasts
+    `status` reads; list both, so a missing object reads as NoSuchKey, not AccessDenied."""
+    return [
+        {"Sid": "ReadBatches", "Effect": "Allow", "Action": ["s3:GetObject", "s3:DeleteObject"],
+         "Resource": f"{bucket_arn}/{BATCHES_PREFIX}*"},
+        {"Sid": "KeepForecasts", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"{bucket_arn}/{FORECASTS_KEY}"},
+        {"Sid": "FindBatches", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": bucket_arn,
+         "Condition": {"StringEquals": {"s3:prefix": [BATCHES_PREFIX, FORECASTS_KEY]}}},
+    ]  # fmt: skip
 
 
 def invoke_policy(arn: str) -> dict:

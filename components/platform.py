@@ -124,6 +124,8 @@ class Platform(pulumi.ComponentResource):
                 producer_principal_arns=cfg.producers.principal_arns,
                 controller_function_name=controller_name,
                 books_bucket_arn=bucket.bucket_arn,  # `submit BOOK.epub` writes its record
+                # Only the controller reads batch records: none to write in alarms mode.
+                batches_bucket_arn=bucket.bucket_arn if controller_name is not None else None,
             ),
             opts=child,
         )

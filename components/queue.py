@@ -7,8 +7,9 @@ Both queues use SQS-managed SSE. The queue policy denies any request that is not
 when `producers.principalArns` is set, allows those principals to SendMessage. Same-account
 producers get access by attaching the exported producer policy (SendMessage + GetQueueUrl on
 this queue only, InvokeFunction on the scaling controller when the stack has one, so
-`tts-fleet submit` can wake it, and PutObject on the output bucket's `books/` when given it,
-for `submit BOOK.epub`'s book record). The queue policy adds access; it does not take any away,
+`tts-fleet submit` can wake it, PutObject on the output bucket's `books/` when given it, for
+`submit BOOK.epub`'s book record, and on its `batches/`, so `submit --deadline` can record its
+batch). The queue policy adds access; it does not take any away,
 so an account principal whose own IAM policy allows sqs:SendMessage on `*` can still send.
 Another account's principals also need their own IAM policy for this queue's ARN.
 """
@@ -25,6 +26,7 @@ from components.controller import function_arn
 from components.iam import deny_insecure_transport
 from components.storage import book_writer_statement
 from tts_fleet.config.models import QueueConfig
+from tts_fleet.scaling.batches import BATCHES_PREFIX
 
 SECONDS_PER_DAY = 86_400
 
@@ -44,6 +46,9 @@ class JobQueueArgs(ComponentArgs):
     controller_function_name: str | None = None
     # The output bucket's ARN: producers may then write book records under its books/.
     books_bucket_arn: StrInput | None = None
+    # The outputs bucket's ARN: producers may record deadline batches under `batches/`
+    # (issue #23, `submit --deadline`); None: no such grant.
+    batches_bucket_arn: StrInput | None = None
 
 
 class JobQueue(pulumi.ComponentResource):
@@ -144,6 +149,16 @@ class JobQueue(pulumi.ComponentResource):
             )
         if args.books_bucket_arn is not None:
             statements.append(book_writer_statement(args.books_bucket_arn))
+        if args.batches_bucket_arn is not None:
+            statements.append(
+                {
+                    "Effect": "Allow",
+                    "Action": "s3:PutObject",
+                    "Resource": pulumi.Output.from_input(args.batches_bucket_arn).apply(
+                        lambda arn: f"{arn}/{BATCHES_PREFIX}*"
+                    ),
+                }
+            )
         return statements
 
     @staticmethod

@@ -29,6 +29,7 @@ from pydantic import Field
 from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.controller.settings import STATE_KEY
+from tts_fleet.scaling.batches import BATCHES_PREFIX, FORECASTS_KEY
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
 from worker.settings import CACHE_PREFIX
 
@@ -157,7 +158,8 @@ def book_writer_statement(bucket_arn: pulumi.Input[str]) -> dict:
 
 def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
     """GetObject (and so HEAD) on outputs/, failures/ and books/, and ListBucket: what `wait`
-    and `results` call (ListObjectsV2 on those prefixes, GetObject, download)."""
+    and `results` call (ListObjectsV2 on those prefixes, GetObject, download); GetObject on the
+    batch records and the controller's forecasts, which `status` and `wait` show."""
     arn = pulumi.Output.from_input(bucket_arn)
     return {
         "Version": "2012-10-17",
@@ -169,6 +171,13 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
                 "Resource": [arn.apply(_under(prefix)) for prefix in READ_PREFIXES],
             },
             {
+                # Deadline batches (issue #23): what `status` and `wait` show of them.
+                "Sid": "ReadBatches",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": [arn.apply(_under(BATCHES_PREFIX)), arn.apply(_key(FORECASTS_KEY))],
+            },
+            {
                 # As the task role's SeeOwnOutputs: no s3:prefix condition, so a GET of a key
                 # not yet written answers 404 (not 403); the bucket holds only these prefixes.
                 "Sid": "ListOutputs",
@@ -178,6 +187,11 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
             },
         ],
     }
+
+
+def _key(key: str) -> Callable[[str], str]:
+    """One key of a bucket, from its ARN."""
+    return lambda bucket_arn: f"{bucket_arn}/{key}"
 
 
 def _under(prefix: str) -> Callable[[str], str]:

@@ -1,5 +1,6 @@
 """`tts-fleet status`: the queue, the DLQ, the oldest message's age and the ECS service, once
-or every --watch seconds, as a table or, with --json, one JSON object per refresh."""
+or every --watch seconds, as a table or, with --json, one JSON object per refresh; and each
+open deadline batch (issue #23) with the controller's forecast, when the bucket is known."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tts_fleet.cli import look
 from tts_fleet.cli.options import json_flag
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
+from tts_fleet.client.batches import optional_batches
 from tts_fleet.client.status import find_dlq_url, oldest_age_s, queue_counts, service_counts
 from tts_fleet.scaling.bands import outstanding
 
@@ -50,6 +52,8 @@ def status(
             if watch is not None and console.is_terminal:
                 console.clear()
             console.print(status_table(snapshot))
+            for batch in snapshot["batches"] or []:
+                console.print(batch_line(batch), soft_wrap=True, highlight=False)
         refreshes += 1
         if watch is None or (count is not None and refreshes >= count):
             return
@@ -76,7 +80,40 @@ def read_status(target: Target, cluster: str | None, service: str | None) -> dic
         "dlq_depth": optional(lambda: queue_counts(sqs, dlq_url)["visible"]) if dlq_url else None,
         "oldest_age_s": oldest_age_s(client_for("cloudwatch", target.aws), queue_url),
         "ecs": ecs,
+        "batches": open_batches(target),
     }
+
+
+def open_batches(target: Target) -> list[dict[str, Any]] | None:
+    """Each open batch (docs/cli.md, `status --json`); None when there is no bucket or the
+    caller may not read its batches. A record that cannot be used is a warning on stderr."""
+    found = optional_batches(client_for("s3", target.aws), target.bucket)
+    if found is None:
+        return None
+    for problem in found.problems:
+        click.secho(look.shown(f"warning: skipped batch data: {problem}"), err=True, fg="yellow")
+    return found.to_json()
+
+
+def batch_verdict(batch: dict[str, Any]) -> str:
+    """On track or at risk, as the controller last forecast; "not planned yet" before."""
+    if batch["on_track"] is None:
+        return "not planned yet"
+    return "on track" if batch["on_track"] else "at risk"
+
+
+def batch_line(batch: dict[str, Any]) -> str:
+    """One open batch as one line (status and wait), its values escaped: a record is
+    untrusted input, however checked."""
+
+    def value(key: str) -> str:
+        return look.shown("-" if batch[key] is None else batch[key])
+
+    return (
+        f"batch {value('batch_id')}: {value('done')} of {value('jobs')} done, "
+        f"{value('remaining')} remaining, deadline {value('deadline')}, predicted finish "
+        f"{value('predicted_finish')}: {batch_verdict(batch)}"
+    )
 
 
 def optional(read: Callable[[], T]) -> T | None:

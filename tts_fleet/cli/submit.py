@@ -18,6 +18,13 @@ from tts_fleet.cli.options import json_flag, split_chars_option, threads_option
 from tts_fleet.cli.sources import lexicon_option, not_a_terminal, read_lexicon, require_source
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
+from tts_fleet.client.batches import (
+    BadDeadline,
+    batch_json,
+    new_batch,
+    resolve_deadline,
+    write_batch,
+)
 from tts_fleet.client.inputs import LoadedJobs, load_jobs
 from tts_fleet.client.submit import (
     SubmitReceipt,
@@ -39,6 +46,12 @@ from tts_fleet.exit_codes import ExitCode
 @click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
 @split_chars_option
 @lexicon_option
+@click.option(
+    "--deadline",
+    metavar="TIME",
+    help="Finish this batch by TIME, UTC (2026-12-02T06:00Z); the controller plans for it.",
+)
+@click.option("--within", metavar="DURATION", help="Finish this batch within DURATION (6h, 90m).")
 @json_flag()
 @target_options(text_limit=True)
 @click.pass_context
@@ -53,6 +66,8 @@ def submit(
     fmt: str | None,
     split_chars: int | None,
     lexicon: Path | None,
+    deadline: str | None,
+    within: str | None,
     as_json: bool,
 ) -> None:
     """Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.
@@ -62,8 +77,12 @@ def submit(
 
     Everything is validated first; with any invalid line nothing is sent (exit 2) unless
     --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
+    With --deadline or --within (or the stack's scaling.deadlineMinutes) the jobs are one
+    batch, recorded in the bucket before they are sent; `status` shows its progress.
     """
     queue_url = need(target, "queue_url")
+    now = time.time()  # the batch's submission: --within and the stack default count from it
+    due = deadline_of(target, deadline, within, now)
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
@@ -85,9 +104,12 @@ def submit(
     preflight_queue(sqs, queue_url)
     note_existing(receipt, target, loaded, threads)
     write_book(target, loaded, as_json)
+    batch_id = record_batch(receipt, target, loaded, now, due)
     started = time.monotonic()
     with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
-        report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
+        report = submit_jobs(
+            sqs, queue_url, loaded.valid, threads=threads, progress=advance, batch_id=batch_id
+        )
     sent = set(report.sent)
     if sent and target.controller_arn:
         warning = invoke_controller(client_for("lambda", target.aws), target.controller_arn)
@@ -99,6 +121,35 @@ def submit(
     receipt.ids = [job_id for job_id in loaded.ids if job_id in sent]
     receipt.elapsed_s = round(time.monotonic() - started, 3)
     ctx.exit(finish_submit(receipt, as_json, ExitCode.FAILED if report.failed else ExitCode.OK))
+
+
+def deadline_of(
+    target: Target, deadline: str | None, within: str | None, now: float
+) -> float | None:
+    """The batch's deadline (epoch seconds) from the flags or the stack's default; a bad or
+    past one is a usage error of one line, before anything is read or sent."""
+    try:
+        return resolve_deadline(deadline, within, target.deadline_minutes, now)
+    except BadDeadline as error:
+        raise click.UsageError(str(error)) from None
+
+
+def record_batch(
+    receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, now: float, due: float | None
+) -> str | None:
+    """Writes the batch record before any message is sent, so the controller never sees a
+    job of a batch it does not know; the batch id, or None without a deadline."""
+    if due is None or not loaded.valid:
+        return None
+    bucket = need(target, "bucket")
+    digests = {job.job_id: job.digest() for job in loaded.valid}
+    try:
+        record = new_batch(now, due, digests)
+    except BadDeadline as error:
+        raise click.UsageError(str(error)) from None
+    write_batch(client_for("s3", target.aws), bucket, record)
+    receipt.batch = {"batch_id": record.batch_id, "deadline": batch_json(record, None)["deadline"]}
+    return record.batch_id
 
 
 def note_existing(receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, threads: int) -> None:
@@ -146,4 +197,6 @@ def finish_submit(receipt: SubmitReceipt, as_json: bool, code: ExitCode) -> Exit
         click.echo(f"{receipt.replaces} job(s) replace an existing output (edited)")
     if receipt.already_done:
         click.echo(f"{receipt.already_done} job(s) already done: no synthesis")
+    if receipt.batch:
+        click.echo(f"batch {receipt.batch['batch_id']}, deadline {receipt.batch['deadline']}")
     return code

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
 from tts_fleet.cli import look
 from tts_fleet.cli.options import json_flag, split_chars_option
 from tts_fleet.cli.sources import not_a_terminal, require_source
+from tts_fleet.cli.status import batch_line, open_batches
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.events import wait_for_completions
+from tts_fleet.client.inputs import STDIN
 from tts_fleet.client.keys import untrusted_ids
 from tts_fleet.client.results import OutcomeCache, checks_failed, wait_for_outcomes
 from tts_fleet.client.stack import ENV_EVENTS_QUEUE_URL
-from tts_fleet.client.submit import load_submitted
+from tts_fleet.client.submit import load_submitted, read_receipt
 from tts_fleet.exit_codes import ExitCode
 
 
@@ -106,7 +110,9 @@ def wait(
     # Quality failures are among `failed`, their reason `quality: …`; a job kept although its
     # checks failed (QA_ON_FAIL=keep) is done, and said so when the polling read its manifest.
     kept = checks_failed(cache, sorted(done))
-    ctx.exit(finish_wait(ids, done, failed, pending, elapsed, as_json, len(untrusted), kept))
+    batches = receipt_batches(target, source)
+    code = finish_wait(ids, done, failed, pending, elapsed, as_json, len(untrusted), kept, batches)
+    ctx.exit(code)
 
 
 def settled_counter(advance: Callable[[int], None]) -> Callable[[int], None]:
@@ -120,6 +126,18 @@ def settled_counter(advance: Callable[[int], None]) -> Callable[[int], None]:
     return report
 
 
+def receipt_batches(target: Target, source: str) -> list[dict[str, Any]] | None:
+    """The batch a receipt names, while it is open (docs/cli.md); None for any other source,
+    or when the batch cannot be read: a wait without a deadline reads no more than before."""
+    path = Path(source)
+    receipt = read_receipt(path) if source != STDIN and path.is_file() else None
+    if receipt is None or not receipt.batch:
+        return None
+    shown = open_batches(target)
+    wanted = receipt.batch.get("batch_id")
+    return None if shown is None else [batch for batch in shown if batch["batch_id"] == wanted]
+
+
 def finish_wait(
     ids: list[str],
     done: set[str],
@@ -129,6 +147,7 @@ def finish_wait(
     as_json: bool,
     untrusted: int = 0,
     kept: dict[str, str] | None = None,
+    batches: list[dict[str, Any]] | None = None,
 ) -> ExitCode:
     timed_out = bool(pending)
     kept = kept or {}
@@ -143,6 +162,7 @@ def finish_wait(
                 "elapsed_s": round(elapsed, 3),
                 "untrusted": untrusted,
                 "checks_failed": kept,
+                "batches": batches,
             }
         )
     else:
@@ -160,6 +180,8 @@ def finish_wait(
                 " ..." if len(pending) > look.IDS_SHOWN else ""
             )
             click.echo(f"timed out after {elapsed:.0f} s; pending: {shown}")
+        for batch in batches or []:
+            click.echo(batch_line(batch))
     if timed_out:
         return ExitCode.TIMED_OUT
     return ExitCode.FAILED if failed or untrusted else ExitCode.OK

@@ -41,6 +41,9 @@ class Target:
     # The stack's worker.maxTextChars (its maxTextChars output); a target given by URL, or a
     # stack deployed before the output existed, has the worker's default.
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    # The stack's scaling.deadlineMinutes (its deadlineMinutes output): the deadline a submit
+    # without --deadline/--within gives its batch; 0 (no output, or given by URL): none.
+    deadline_minutes: int = 0
     aws: AwsSettings = field(default_factory=AwsSettings)
 
 

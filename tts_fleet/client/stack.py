@@ -35,6 +35,7 @@ READ_OUTPUTS = (
     names.EVENTS_QUEUE_URL,  # null unless the stack has notifications on
     names.CONTROLLER_FUNCTION_ARN,  # absent with scaling.mode: alarms
     names.MAX_TEXT_CHARS,  # absent from a stack deployed before it was exported
+    names.DEADLINE_MINUTES,  # likewise
 )
 PULUMI_TIMEOUT_S = 60
 
@@ -89,6 +90,7 @@ def resolve_target(
         or outputs.get(names.EVENTS_QUEUE_URL),
         controller_arn=outputs.get(names.CONTROLLER_FUNCTION_ARN),
         max_text_chars=max_text_chars or text_limit(outputs),
+        deadline_minutes=deadline_default(outputs),
         aws=aws or AwsSettings(),
     )
 
@@ -101,6 +103,18 @@ def text_limit(outputs: dict[str, Any]) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise StackError(
             f"the stack output {names.MAX_TEXT_CHARS} is not a positive integer: {value!r}"
+        )
+    return value
+
+
+def deadline_default(outputs: dict[str, Any]) -> int:
+    """The stack's deadlineMinutes output; 0 (no deadline) when the stack has none."""
+    value = outputs.get(names.DEADLINE_MINUTES)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StackError(
+            f"the stack output {names.DEADLINE_MINUTES} is not a whole number >= 0: {value!r}"
         )
     return value
 

@@ -23,6 +23,7 @@ from tts_fleet.client.aws import Target
 from tts_fleet.client.book_record import record_key
 from tts_fleet.client.inputs import STDIN, InvalidLine, LoadedBook, LoadedJobs, load_jobs
 from tts_fleet.client.results import Digests, bucket_of
+from tts_fleet.scaling.batches import BATCH_ATTRIBUTE
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS, MANIFEST_DIGEST_METADATA, Job, manifest_key
 
 # SQS limits (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/
@@ -53,6 +54,9 @@ class SubmitReceipt:
     replaces: int | None = None  # existing outputs of another request (None: unknown)
     already_done: int | None = None  # existing outputs of this very request (None: unknown)
     elapsed_s: float = 0.0
+    # The deadline batch the jobs were sent as (issue #23): {"batch_id", "deadline"}; None:
+    # sent without a deadline.
+    batch: dict[str, str] | None = None
 
     @classmethod
     def before_sending(cls, queue_url: str, loaded: LoadedJobs) -> SubmitReceipt:
@@ -78,6 +82,7 @@ class SubmitReceipt:
             "replaces": self.replaces,
             "already_done": self.already_done,
             "elapsed_s": self.elapsed_s,
+            "batch": self.batch,
         }
 
     @classmethod
@@ -106,6 +111,7 @@ class SubmitReceipt:
                 replaces=data.get("replaces"),
                 already_done=data.get("already_done"),
                 elapsed_s=float(data.get("elapsed_s", 0.0)),
+                batch=_batch_or_none(data.get("batch")),
             )
         except TypeError as error:
             raise ValueError(f"not a submit receipt: {error}") from None
@@ -117,6 +123,27 @@ class SubmitReceipt:
 
 def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _batch_or_none(value: object) -> dict[str, str] | None:
+    """A receipt's batch: an object of texts, or None (a receipt from before batches)."""
+    if not isinstance(value, dict):
+        return None
+    return {str(key): str(item) for key, item in value.items() if isinstance(item, str)}
+
+
+def batch_attribute(batch_id: str) -> dict[str, dict[str, str]]:
+    """The message attribute naming a job's batch; the body stays the worker's job."""
+    return {BATCH_ATTRIBUTE: {"DataType": "String", "StringValue": batch_id}}
+
+
+def attribute_bytes(attributes: dict[str, dict[str, str]]) -> int:
+    """What message attributes add to a message's size as SQS counts it: each name, type and
+    value (SQS Developer Guide, "Message metadata": attributes count toward the size limit)."""
+    return sum(
+        len(name.encode()) + len(value["DataType"].encode()) + len(value["StringValue"].encode())
+        for name, value in attributes.items()
+    )
 
 
 def read_receipt(path: Path) -> SubmitReceipt | None:
@@ -194,13 +221,14 @@ class SubmitReport:
     calls: int = 0  # SendMessageBatch calls
 
 
-def batches(jobs: Sequence[Job]) -> Iterator[list[tuple[str, str]]]:
-    """(id, body) batches within the entry and byte limits; an oversized body goes alone."""
+def batches(jobs: Sequence[Job], extra_bytes: int = 0) -> Iterator[list[tuple[str, str]]]:
+    """(id, body) batches within the entry and byte limits; an oversized body goes alone.
+    `extra_bytes`: what each message's attributes add to its size."""
     batch: list[tuple[str, str]] = []
     size = 0
     for job in jobs:
         body = job.body()
-        length = len(body.encode("utf-8"))
+        length = len(body.encode("utf-8")) + extra_bytes
         if batch and (len(batch) == SEND_BATCH_MAX_ENTRIES or size + length > SEND_BATCH_MAX_BYTES):
             yield batch
             batch, size = [], 0
@@ -217,19 +245,22 @@ def submit_jobs(
     *,
     threads: int = 8,
     progress: Callable[[int], None] | None = None,
+    batch_id: str | None = None,
 ) -> SubmitReport:
     """Sends every job once with SendMessageBatch from `threads` threads.
 
     Only the entries SQS reports as failed are resent, so a retry never duplicates a message.
     A call that fails as a whole (after botocore's own retries) marks its entries failed:
     they may or may not have arrived, and a re-run of the same submit is harmless because ids
-    are deterministic and the worker skips done ids.
+    are deterministic and the worker skips done ids. With `batch_id` each message carries
+    it as the BATCH_ATTRIBUTE message attribute.
     """
     report = SubmitReport()
     lock = threading.Lock()
+    attributes = batch_attribute(batch_id) if batch_id is not None else {}
 
     def send(batch: list[tuple[str, str]]) -> None:
-        sent, failed, calls = _send_batch(sqs_client, queue_url, batch)
+        sent, failed, calls = _send_batch(sqs_client, queue_url, batch, attributes)
         with lock:
             report.sent.extend(sent)
             report.failed.update(failed)
@@ -238,13 +269,17 @@ def submit_jobs(
             progress(len(batch))
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        for future in [pool.submit(send, batch) for batch in batches(jobs)]:
+        extra = attribute_bytes(attributes)
+        for future in [pool.submit(send, batch) for batch in batches(jobs, extra)]:
             future.result()
     return report
 
 
 def _send_batch(
-    sqs: Any, queue_url: str, batch: list[tuple[str, str]]
+    sqs: Any,
+    queue_url: str,
+    batch: list[tuple[str, str]],
+    attributes: dict[str, dict[str, str]] | None = None,
 ) -> tuple[list[str], dict[str, str], int]:
     pending = {str(index): item for index, item in enumerate(batch)}  # entry Id -> (id, body)
     sent: list[str] = []
@@ -253,7 +288,14 @@ def _send_batch(
     for attempt in range(SEND_ATTEMPTS):
         if attempt:
             time.sleep(random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)))
-        entries = [{"Id": key, "MessageBody": body} for key, (_, body) in pending.items()]
+        entries: list[dict[str, Any]] = [
+            {
+                "Id": key,
+                "MessageBody": body,
+                **({"MessageAttributes": attributes} if attributes else {}),
+            }
+            for key, (_, body) in pending.items()
+        ]
         calls += 1
         try:
             answer = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)

@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from tts_fleet.config.catalogue import default_spot_types
+from tts_fleet.scaling.batches import MAX_DEADLINE_S
 from tts_fleet.scaling.pools import PlacementParams
 from worker.settings import DEFAULT_MODEL, QaMode, QaOnFail, Settings
 
@@ -36,6 +37,8 @@ NAMESPACE = "tts-fleet"
 # CloudWatch evaluates an alarm over at most one day of 1-minute periods.
 # https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html
 MAX_IDLE_MINUTES = 1440
+# The longest scaling.deadlineMinutes: the longest deadline a batch record may carry.
+MAX_DEADLINE_MINUTES = int(MAX_DEADLINE_S // 60)
 # SQS visibility timeout range, seconds. https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
 MIN_VISIBILITY_SECONDS = 30  # shorter than this, the worker's heartbeat cannot keep up
 MAX_VISIBILITY_SECONDS = 43_200
@@ -231,6 +234,17 @@ class ScalingConfig(_Section):
         ),
     )
 
+    deadline_minutes: int = Field(
+        0,
+        ge=0,
+        le=MAX_DEADLINE_MINUTES,
+        description=(
+            "The deadline, in minutes from submission, that `tts-fleet submit` gives a batch"
+            " sent without --deadline or --within (issue #23); 0: none, the fleet scales on"
+            " the backlog alone."
+        ),
+    )
+
     def rule_problems(self) -> list[tuple[str, str]]:
         if self.min_workers > self.max_workers:
             return [
@@ -244,7 +258,14 @@ class ScalingConfig(_Section):
             )
             for i, entry in enumerate(self.schedules)
             if entry.max_workers > self.max_workers
-        ]
+        ] + self._deadline_problems()
+
+    def _deadline_problems(self) -> list[tuple[str, str]]:
+        """Only the controller reads deadline batches: in alarms mode one would be a promise
+        nothing keeps."""
+        if self.deadline_minutes and self.mode != "controller":
+            return [("deadlineMinutes", "needs scaling.mode controller (0 in alarms mode)")]
+        return []
 
 
 class NetworkConfig(_Section):

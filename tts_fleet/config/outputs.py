@@ -24,6 +24,9 @@ EVENTS_CONSUMER_POLICY_ARN = "eventsConsumerPolicyArn"  # null unless notificati
 # worker.maxTextChars: the longest text the workers take, so submit, wait and results read a
 # job file with the limit the deployed stack applies (not the stack file on this machine).
 MAX_TEXT_CHARS = "maxTextChars"
+# scaling.deadlineMinutes (issue #23): the deadline `submit` gives a batch sent without
+# --deadline/--within; 0 or absent (a stack deployed before it): no deadline.
+DEADLINE_MINUTES = "deadlineMinutes"
 
 ALL = (
     QUEUE_URL,
@@ -41,4 +44,5 @@ ALL = (
     EVENTS_QUEUE_URL,
     EVENTS_CONSUMER_POLICY_ARN,
     MAX_TEXT_CHARS,
+    DEADLINE_MINUTES,
 )

@@ -14,6 +14,11 @@ failures, Spot interruptions), the policy places its total across them
 (tts_fleet/scaling/pools.py) and each service whose count differs is set, with one more EMF
 line per pool. Without pools nothing of this runs: one service, as before pools existed.
 
+With deadline batches (issue #23) the open batch records are read once per invocation and
+each sample forecasts them, logging a batch at risk as soon as it is known; the forecasts
+are kept for `tts-fleet status` and finished batches retired (tts_fleet/controller/batches.py).
+Without batch records this costs one ListObjectsV2 an invocation and logs nothing.
+
 The desired count is set with `UpdateService desiredCount`, not through the scalable target:
 registering min = max = desired would overwrite the schedules' min/max and clamp the
 safety-net policy to the controller's own (possibly stuck) value. Application Auto Scaling
@@ -44,6 +49,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tts_fleet.controller import batches
 from tts_fleet.controller.ecs import read_pools, set_desired
 from tts_fleet.controller.metrics import (
     DESIRED,
@@ -158,6 +164,9 @@ def run(
     if loaded.problem is not None:
         emit(state_line(settings.stack, "state-reset", loaded.problem))
     params = bounded(settings.params, target_bounds(clients.autoscaling, settings.resource_id))
+    book, problems = batches.load(clients.s3, settings.bucket, settings.stack)
+    for line in problems:
+        emit(line)
     policy = ControllerPolicy(
         params, loaded.state, pools=settings.pools, placement=settings.placement
     )
@@ -174,6 +183,15 @@ def run(
             emit(decision_line(settings.stack, reading, decision))
             for line in pool_lines(settings, reading, decision):
                 emit(line)
+            for line in book.sample(
+                params,
+                now=reading.now,
+                outstanding=reading.counts.outstanding,
+                running=reading.fleet.running,
+                planned=decision.desired,
+                first=samples == 1,
+            ):
+                emit(line)
             if quiet(reading, decision):
                 break
             elapsed = clock() - started
@@ -187,6 +205,8 @@ def run(
             )
             if lost is not None:
                 emit(state_line(settings.stack, "state-not-saved", lost))
+            for line in book.finish(clients.s3, settings.bucket, clock()):
+                emit(line)
     assert decision is not None  # the loop ran at least once or raised
     return Outcome(samples, decision.desired, decision.reason, changes)
 

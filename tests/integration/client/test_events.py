@@ -26,7 +26,7 @@ from worker.jobs import FailureRecord, Manifest, failure_key, manifest_key, requ
 
 IDS = ["ch-1", "ch-2", "ch-3"]
 WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted",
-             "checks_failed"}  # fmt: skip
+             "checks_failed", "batches"}  # fmt: skip
 POISON = FailureRecord(
     id="ch-3",
     error="invalid job",

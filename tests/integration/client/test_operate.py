@@ -24,9 +24,9 @@ from worker.jobs import (
 )
 
 STATUS_KEYS = {"at", "queue_url", "visible", "in_flight", "delayed", "outstanding", "dlq_url",
-               "dlq_depth", "oldest_age_s", "ecs"}  # fmt: skip
+               "dlq_depth", "oldest_age_s", "ecs", "batches"}  # fmt: skip
 WAIT_KEYS = {"total", "done", "failed", "pending", "timed_out", "elapsed_s", "untrusted",
-             "checks_failed"}  # fmt: skip
+             "checks_failed", "batches"}  # fmt: skip
 RESULTS_KEYS = {"dir", "downloaded", "skipped", "failed", "missing", "bytes", "untrusted",
                 "qa", "quality_failed", "checks_failed"}  # fmt: skip
 DLQ_LIST_KEYS = {"dlq_url", "count", "messages"}

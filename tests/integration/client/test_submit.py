@@ -24,7 +24,7 @@ from tts_fleet.exit_codes import ExitCode
 from worker.jobs import MANIFEST_DIGEST_METADATA, Job, manifest_key, validate_job
 
 SUBMIT_KEYS = {"queue_url", "total", "sent", "failed", "invalid", "duplicates", "calls", "ids",
-               "digests", "replaces", "already_done", "elapsed_s"}  # fmt: skip
+               "digests", "replaces", "already_done", "elapsed_s", "batch"}  # fmt: skip
 
 
 def write_jobs(path: Path, count: int) -> Path:

@@ -131,7 +131,7 @@ def test_a_receipts_ids_that_are_no_job_ids_are_skipped_with_a_warning(
     waited = run("wait", str(receipt), "--timeout", "5", "--interval", "0.1", "--json")
     assert json.loads(waited.stdout) | {"elapsed_s": 0} == {
         "total": 1, "done": 1, "failed": {}, "pending": [], "timed_out": False,
-        "elapsed_s": 0, "untrusted": 2, "checks_failed": {},
+        "elapsed_s": 0, "untrusted": 2, "checks_failed": {}, "batches": None,
     }  # fmt: skip
     assert waited.exit_code == 1 and "'../../r'" in waited.stderr
 

@@ -601,3 +601,76 @@ def test_the_manifest_and_the_rate_line_carry_the_measured_throughput(
     assert dimensions == [[STACK_DIMENSION, INSTANCE_TYPE_DIMENSION]]
     assert (rate[STACK_DIMENSION], rate[INSTANCE_TYPE_DIMENSION]) == ("dev", "g6e.xlarge")
     assert rate[AUDIO_SECONDS_PER_SECOND] == pytest.approx(manifest.audio_s_per_s, abs=1e-3)
+
+
+# ---- deadline batches (issue #23) ---------------------------------------------------------
+# The record: written by `submit` (tts_fleet/client/batches.py), read by the controller
+# (tts_fleet/controller/batches.py); the message attribute: set by the client's sender, read
+# by the controller's progress estimate only (the worker's job body is unchanged); the
+# forecasts: written by the controller, read by `status`; the stack key: scaling.deadlineMinutes
+# exported by `__main__.py`, read by `tts_fleet.client.stack`.
+
+
+def test_the_record_submit_writes_is_the_one_the_controller_reads(in_process_aws: None) -> None:
+    from moto import mock_aws
+
+    from tts_fleet.client.batches import new_batch, read_open_batches, write_batch
+    from tts_fleet.controller import batches as controller_batches
+    from tts_fleet.scaling.controller import ControllerParams
+    from worker.jobs import Job
+
+    jobs = [Job(text=f"line {n}.") for n in range(3)]
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="outputs")
+        now = 1_796_173_200.0
+        record = new_batch(now, now + 3600, {job.job_id: job.digest() for job in jobs})
+        write_batch(s3, "outputs", record)
+        book, problems = controller_batches.load(s3, "outputs", "dev")
+        assert problems == [] and book.records == [record]
+        params = ControllerParams(0, 4, 8, 5, 0.12, 600.0, 2.0, 1, 200.0)
+        book.sample(params, now=now, outstanding=2, running=0, planned=1, first=True)
+        book.finish(s3, "outputs", now)
+        [shown] = read_open_batches(s3, "outputs").to_json()
+    assert (shown["batch_id"], shown["jobs"], shown["done"]) == (record.batch_id, 3, 1)
+
+
+def test_the_batch_attribute_leaves_the_job_body_the_workers(in_process_aws: None) -> None:
+    from moto import mock_aws
+
+    from tts_fleet.client.submit import submit_jobs
+    from tts_fleet.scaling.batches import BATCH_ATTRIBUTE
+    from worker.jobs import Job, validate_job
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="jobs")["QueueUrl"]
+        submit_jobs(sqs, url, [Job(text="Hello.")], batch_id="b-20261202T010000Z-0123abcd")
+        [message] = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    assert message["MessageAttributes"] == {
+        BATCH_ATTRIBUTE: {"StringValue": "b-20261202T010000Z-0123abcd", "DataType": "String"}
+    }
+    assert validate_job(json.loads(message["Body"]), max_text_chars=100).text == "Hello."
+
+
+def test_the_stack_default_deadline_reaches_submit(monkeypatch: pytest.MonkeyPatch) -> None:
+    scaling = {"tts-fleet:scaling": {"deadlineMinutes": 45}}
+    exported = run_main({**stack_file_config("dev"), **scaling}, "dev")[1]
+    assert exported[outputs.DEADLINE_MINUTES] == 45
+    monkeypatch.setattr(client_stack, "stack_outputs", lambda stack: exported)
+    assert client_stack.resolve_target("dev", None, None, None).deadline_minutes == 45
+
+
+def test_the_controller_role_may_touch_the_batch_keys_it_uses(platform: RecordingMocks) -> None:
+    from tts_fleet.scaling.batches import FORECASTS_KEY, record_key
+
+    [role_policy] = [
+        p
+        for p in platform.of_type("aws:iam/rolePolicy:RolePolicy")
+        if p.name.endswith("-controller-policy")
+    ]
+    statements = {s["Sid"]: s for s in policy(role_policy)["Statement"]}
+    # The bucket ARN, then a key pattern: the client's record key matches it.
+    pattern = statements["ReadBatches"]["Resource"].split("/", 1)[1]
+    assert fnmatch.fnmatch(record_key("b-20261202T010000Z-0123abcd"), pattern)
+    assert statements["KeepForecasts"]["Resource"].endswith(f"/{FORECASTS_KEY}")

@@ -102,7 +102,7 @@ def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
     ]
 
 
-def test_the_producer_policy_may_invoke_the_controller_only() -> None:
+def test_the_producer_policy_may_invoke_the_controller_and_record_batches_only() -> None:
     inputs = named(build("controller"), "aws:iam/policy:Policy", "tts-queue-producer")
     producer = json.loads(inputs["policy"])
     assert producer == {
@@ -115,6 +115,8 @@ def test_the_producer_policy_may_invoke_the_controller_only() -> None:
             },
             {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": FUNCTION_ARN},
             WRITE_BOOKS,
+            # `submit --deadline` records its batch (issue #23).
+            {"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"{BUCKET_ARN}/batches/*"},
         ],
     }
 
@@ -168,6 +170,27 @@ def test_the_function_role_is_scoped_to_this_queue_service_and_state_object() ->
                 "Action": "s3:ListBucket",
                 "Resource": BUCKET_ARN,
                 "Condition": {"StringEquals": {"s3:prefix": STATE_KEY}},
+            },
+            {
+                "Sid": "ReadBatches",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:DeleteObject"],
+                "Resource": f"{BUCKET_ARN}/batches/*",
+            },
+            {
+                "Sid": "KeepForecasts",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Resource": f"{BUCKET_ARN}/controller/batches.json",
+            },
+            {
+                "Sid": "FindBatches",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": BUCKET_ARN,
+                "Condition": {
+                    "StringEquals": {"s3:prefix": ["batches/", "controller/batches.json"]}
+                },
             },
             {
                 "Sid": "WriteLogs",

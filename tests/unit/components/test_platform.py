@@ -214,6 +214,7 @@ def test_main_exports_the_stack_outputs() -> None:
         "eventsQueueUrl": None,  # notifications.enabled is off in Pulumi.dev.yaml
         "eventsConsumerPolicyArn": None,
         "maxTextChars": 20000,
+        "deadlineMinutes": 0,  # scaling.deadlineMinutes: no deadline unless set
     }
 
 

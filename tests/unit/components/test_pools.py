@@ -211,7 +211,7 @@ def test_the_controller_may_size_exactly_the_three_services_and_read_their_tasks
     }
     assert list(statements) == [
         "ReadQueue", "SizeService", "ListPoolTasks", "ReadPoolTasks", "ReadTargetBounds",
-        "KeepState", "FindState", "WriteLogs",
+        "KeepState", "FindState", "ReadBatches", "KeepForecasts", "FindBatches", "WriteLogs",
     ]  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from tts_fleet.config.stack_file import StackFile
 SECTIONS = "scaling, network, gpu, queue, worker, outputs, alerts, producers, notifications"
 SCALING_KEYS = (
     "minWorkers, maxWorkers, jobsPerWorker, idleMinutes, hostIdleSeconds, schedules,"
-    " mode, coldStartWork"
+    " mode, coldStartWork, deadlineMinutes"
 )
 EXISTING = {"mode": "existing", "vpcId": "vpc-0abc12345"}
 TWO_SUBNETS = ["subnet-0abc12345", "subnet-0def67890"]
