@@ -158,6 +158,7 @@ class TtsHandler:
             message_id=held.message_id,
             sender_id=held.sender_id,
             qa=speech.qa,
+            segments=speech.segments,
         )
         with held.writing() as allowed:
             if allowed:

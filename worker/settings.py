@@ -47,6 +47,8 @@ QA_ON_FAIL: tuple[str, ...] = get_args(QaOnFail)
 ASR_PORT = 8092
 DEFAULT_ASR_URL = f"http://127.0.0.1:{ASR_PORT}"
 DEFAULT_ASR_MODEL = "openai/whisper-large-v3-turbo"
+WordTimestamps = Literal["off", "on"]
+WORD_TIMESTAMPS: tuple[str, ...] = get_args(WordTimestamps)
 
 
 class SettingsError(ValueError):
@@ -90,6 +92,10 @@ class Settings:
     qa_on_fail: QaOnFail = "fail"
     asr_url: str = DEFAULT_ASR_URL
     asr_model: str = DEFAULT_ASR_MODEL
+    # Ask the speech server for word timestamps (`on` only with vLLM-Omni started with
+    # --forced-aligner, which any other server refuses with a 400); `off`: sentence times are
+    # estimated inside each measured piece (worker/timings.py).
+    word_timestamps: WordTimestamps = "off"
 
     @property
     def release_reserve_seconds(self) -> float:
@@ -180,6 +186,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "QA_ON_FAIL": ("qa_on_fail", _choice(*QA_ON_FAIL), False),
     "ASR_URL": ("asr_url", _text, False),
     "ASR_MODEL": ("asr_model", _text, False),
+    "WORD_TIMESTAMPS": ("word_timestamps", _choice(*WORD_TIMESTAMPS), False),
 }
 
 
