@@ -23,8 +23,7 @@ again. What was measured on the decoded file is in the report.
 from __future__ import annotations
 
 import io
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ import soundfile  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client import loudness, m4b
+from tts_fleet.client.audiobook_options import MAX_TRUE_PEAK_DBTP, BookOptions
 from tts_fleet.client.aws import Target
 from tts_fleet.client.book_record import (
     BookRecord,
@@ -45,17 +45,12 @@ from tts_fleet.client.book_record import (
 )
 from tts_fleet.client.keys import audio_format, inside
 from tts_fleet.client.results import bucket_of, read_manifest
-from tts_fleet.client.subtitles import Cue, SubtitleFormat, cues, render
+from tts_fleet.client.subtitles import Cue, cues, render, write_text
 from worker.jobs import Manifest, Segment
 
-DEFAULT_LOUDNESS_LUFS = -18.0
-# The ceiling the decoded M4B's true peak must stay under (dBTP); the limiter starts this far
-# below it, since AAC's coding noise adds to the peaks (typically a few tenths of a dB).
-MAX_TRUE_PEAK_DBTP = -1.5
+# The limiter's ceiling starts this far below MAX_TRUE_PEAK_DBTP: AAC's coding noise adds to
+# the peaks (typically a few tenths of a dB).
 ENCODER_HEADROOM_DB = 0.5
-DEFAULT_PARAGRAPH_PAUSE_S = 0.5
-DEFAULT_CHAPTER_PAUSE_S = 2.0
-MAX_PAUSE_S = 60.0
 ENCODE_TRIES = 3
 # What is read of a cover image from the bucket (untrusted): EPUB covers are well under this.
 MAX_COVER_BYTES = 20 * 1024 * 1024
@@ -74,15 +69,6 @@ class ChaptersNotDone(BookError):
     def __init__(self, missing: list[str]) -> None:
         super().__init__(f"{len(missing)} job(s) of the book not done: {', '.join(missing[:10])}")
         self.missing = missing
-
-
-@dataclass(frozen=True)
-class BookOptions:
-    loudness_lufs: float = DEFAULT_LOUDNESS_LUFS
-    paragraph_pause_s: float = DEFAULT_PARAGRAPH_PAUSE_S
-    chapter_pause_s: float = DEFAULT_CHAPTER_PAUSE_S
-    subtitles: SubtitleFormat | None = None
-    threads: int = 8
 
 
 @dataclass(frozen=True)
@@ -239,10 +225,9 @@ def make_audiobook(
     progress: Callable[[str], None] = lambda _: None,
 ) -> BookReport:
     """Writes `<book>-c001.m4a`, … and `<book>.m4b` (and `<book>.<srt|vtt>`) into `out`."""
-    for name, value in (("--paragraph-pause", options.paragraph_pause_s),
-                        ("--chapter-pause", options.chapter_pause_s)):  # fmt: skip
-        if not 0 <= value <= MAX_PAUSE_S:
-            raise BookError(f"{name} must be between 0 and {MAX_PAUSE_S:g} seconds, not {value}")
+    problems = options.problems()
+    if problems:
+        raise BookError("; ".join(problems))
     record = read_record(s3, target, book)
     progress(f"book {book}: {len(record.chapters)} chapter(s), {len(record.job_ids())} job(s)")
     jobs = fetch_jobs(s3, target, record, options.threads)
@@ -314,32 +299,3 @@ def _path(out: Path, name: str) -> Path:
     if path is None:
         raise BookError(f"{name!r} would be written outside {out}")
     return path
-
-
-def write_text(path: Path, text: str) -> None:
-    """Through a temporary file renamed into place."""
-    staged = path.with_name(f".{path.name}.partial")
-    staged.write_text(text, encoding="utf-8")
-    staged.replace(path)
-
-
-def job_subtitles(out: Path, job_ids: Sequence[str], fmt: SubtitleFormat) -> dict[str, Path]:
-    """`<id>.<fmt>` beside each downloaded job's `<id>.json` in `out`, from its manifest's
-    sentence timings, in the job's own audio time; id -> file written (a manifest that is
-    unreadable, another job's, or without timings gets none)."""
-    written: dict[str, Path] = {}
-    for job_id in job_ids:
-        source = inside(out, f"{job_id}.json")
-        target = inside(out, f"{job_id}.{fmt}")
-        if source is None or target is None or not source.is_file():
-            continue
-        try:
-            manifest = Manifest.model_validate_json(source.read_bytes())
-        except ValueError:
-            continue
-        if manifest.id != job_id or not manifest.segments:
-            continue
-        length = manifest.duration_s if manifest.duration_s is not None else math.inf
-        write_text(target, render(cues(manifest.segments, 0.0, length), fmt))
-        written[job_id] = target
-    return written

@@ -8,12 +8,15 @@ planted blank line cannot end a cue early; WebVTT's markup characters escaped).
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from worker.jobs import Segment
+from tts_fleet.client.keys import inside
+from worker.jobs import Manifest, Segment
 
 SubtitleFormat = Literal["srt", "vtt"]
 SUBTITLE_FORMATS: tuple[SubtitleFormat, ...] = ("srt", "vtt")
@@ -76,3 +79,32 @@ def _lines(text: str) -> str:
 def _vtt_text(text: str) -> str:
     # WebVTT cue text: & and < start markup, and "-->" may not appear (escaping > removes it).
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Through a temporary file renamed into place."""
+    staged = path.with_name(f".{path.name}.partial")
+    staged.write_text(text, encoding="utf-8")
+    staged.replace(path)
+
+
+def job_subtitles(out: Path, job_ids: Sequence[str], fmt: SubtitleFormat) -> dict[str, Path]:
+    """`<id>.<fmt>` beside each downloaded job's `<id>.json` in `out`, from its manifest's
+    sentence timings, in the job's own audio time; id -> file written (a manifest that is
+    unreadable, another job's, or without timings gets none)."""
+    written: dict[str, Path] = {}
+    for job_id in job_ids:
+        source = inside(out, f"{job_id}.json")
+        target = inside(out, f"{job_id}.{fmt}")
+        if source is None or target is None or not source.is_file():
+            continue
+        try:
+            manifest = Manifest.model_validate_json(source.read_bytes())
+        except ValueError:
+            continue
+        if manifest.id != job_id or not manifest.segments:
+            continue
+        length = manifest.duration_s if manifest.duration_s is not None else math.inf
+        write_text(target, render(cues(manifest.segments, 0.0, length), fmt))
+        written[job_id] = target
+    return written
