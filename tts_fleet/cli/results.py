@@ -252,6 +252,9 @@ def audiobook(
         )
         if report.subtitles is not None:
             click.echo(f"subtitles: {report.subtitles}")
+        if report.cover_skipped is not None:
+            click.secho(f"warning: no cover: {look.shown(report.cover_skipped)}", err=True,
+                        fg="yellow")  # fmt: skip
     return ExitCode.OK
 
 
@@ -262,6 +265,7 @@ def _book_json(report: BookReport) -> dict[str, Any]:
         "gain_db": report.gain_db, "lufs": report.lufs,
         "true_peak_dbtp": report.true_peak_dbtp, "limited": report.limited,
         "subtitles": str(report.subtitles) if report.subtitles else None,
+        "cover_skipped": report.cover_skipped,
         "chapters": [
             {"number": c.number, "title": c.title, "start_s": c.start_s, "end_s": c.end_s,
              "file": str(c.path)}

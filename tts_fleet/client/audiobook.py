@@ -100,6 +100,7 @@ class BookReport:
     limited: bool
     chapters: list[ChapterOut] = field(default_factory=list)
     subtitles: Path | None = None
+    cover_skipped: str | None = None  # why the record's cover is not in the files
 
 
 def read_record(s3: Any, target: Target, book: str) -> BookRecord:
@@ -234,6 +235,9 @@ def make_audiobook(
     layout = lay_out(record, jobs, options)
     book_audio = np.concatenate(layout.parts) if layout.parts else np.zeros(0, np.float32)
     cover = _cover(s3, target, record)
+    skipped = None
+    if cover is not None and not m4b.readable_image(*cover):
+        skipped, cover = f"{record.cover_key} is not an image ffmpeg can read", None
     out.mkdir(parents=True, exist_ok=True)
     m4b_path = _path(out, f"{book}.m4b")
     rate = layout.rate
@@ -254,7 +258,7 @@ def make_audiobook(
         book=book, m4b=m4b_path, duration_s=round(book_audio.size / rate, 3),
         measured_lufs=round(done.measured_lufs, 2), gain_db=round(done.gain_db, 2),
         lufs=round(loudness.integrated_lufs(heard, rate), 2), true_peak_dbtp=round(peak, 2),
-        limited=done.limited,
+        limited=done.limited, cover_skipped=skipped,
     )  # fmt: skip
     for chapter, (first, end), marker in zip(record.chapters, layout.spans, markers, strict=True):
         path = _path(out, f"{chapter_id(book, chapter.number)}.m4a")

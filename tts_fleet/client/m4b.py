@@ -125,6 +125,20 @@ def encode(
         os.replace(staged, path)
 
 
+def readable_image(data: bytes, extension: str) -> bool:
+    """Whether ffmpeg decodes `data` as one picture: the muxer silently leaves out a cover it
+    cannot read, so a bad one is found before it is relied on."""
+    with tempfile.TemporaryDirectory(prefix="tts-fleet-cover-") as work:
+        image = Path(work) / f"cover.{extension}"
+        image.write_bytes(data)
+        command = [ffmpeg(), "-hide_banner", "-loglevel", "error", "-i", str(image),
+                   "-frames:v", "1", "-f", "image2pipe", "-c:v", "png", "-"]  # fmt: skip
+        try:
+            return bool(_run(command))
+        except EncoderError:
+            return False
+
+
 def decode(path: Path, rate: int) -> np.ndarray:
     """The file's audio as mono float32 at `rate` (what a player hears)."""
     command = [ffmpeg(), "-hide_banner", "-loglevel", "error", "-i", str(path),
