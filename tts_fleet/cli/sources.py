@@ -1,4 +1,5 @@
-"""The SOURCE argument of submit, wait and results: checked before anything is read."""
+"""The SOURCE argument of submit, wait and results: checked before anything is read; and
+submit's --lexicon, which rewrites what SOURCE holds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import click
 
 from tts_fleet.cli.errors import BadInput
+from tts_fleet.client.lexicon import Lexicon, LexiconError, load_lexicon
 
 
 def require_source(source: str | None) -> None:
@@ -19,4 +21,26 @@ def require_source(source: str | None) -> None:
 def not_a_terminal(source: str | None) -> None:
     """Reading jobs from an interactive terminal would just hang: say what to give instead."""
     if source in (None, "-") and sys.stdin.isatty():
-        raise click.UsageError("give a JSONL file or a directory of .txt files, or pipe jobs in")
+        raise click.UsageError(
+            "give a JSONL file, a directory of .txt files or an EPUB, or pipe jobs in"
+        )
+
+
+lexicon_option = click.option(
+    "--lexicon",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TSV of term<TAB>replacement applied to every text before it is sent (whole words; "
+    "case-sensitive when the term has an upper-case letter; longest term first).",
+)
+
+
+def read_lexicon(path: Path | None) -> Lexicon | None:
+    """The --lexicon file; every bad line on its own `invalid:` line, then exit 2."""
+    if path is None:
+        return None
+    try:
+        return load_lexicon(path)
+    except LexiconError as error:
+        for problem in error.problems[:-1]:
+            click.secho(f"invalid: {problem}", err=True, fg="red")
+        raise BadInput(f"--lexicon: {error.problems[-1]}") from None

@@ -7,12 +7,15 @@ prints the receipt as text or, with --json, as one JSON object (docs/cli.md#--js
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
+from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.cli import look
+from tts_fleet.cli.errors import Failed
 from tts_fleet.cli.options import json_flag, split_chars_option, threads_option
-from tts_fleet.cli.sources import not_a_terminal, require_source
+from tts_fleet.cli.sources import lexicon_option, not_a_terminal, read_lexicon, require_source
 from tts_fleet.cli.target import need, target_options
 from tts_fleet.client.aws import Target, client_for
 from tts_fleet.client.inputs import LoadedJobs, load_jobs
@@ -21,6 +24,7 @@ from tts_fleet.client.submit import (
     existing_outputs,
     invoke_controller,
     preflight_queue,
+    store_book,
     submit_jobs,
 )
 from tts_fleet.exit_codes import ExitCode
@@ -34,6 +38,7 @@ from tts_fleet.exit_codes import ExitCode
 @click.option("--language", help="Language for jobs that do not set one.")
 @click.option("--format", "fmt", help="Audio format for jobs that do not set one.")
 @split_chars_option
+@lexicon_option
 @json_flag()
 @target_options(text_limit=True)
 @click.pass_context
@@ -47,9 +52,13 @@ def submit(
     language: str | None,
     fmt: str | None,
     split_chars: int | None,
+    lexicon: Path | None,
     as_json: bool,
 ) -> None:
     """Send jobs from SOURCE: a JSONL file, a directory of .txt files, or - for stdin.
+
+    An EPUB is a book: one job per table-of-contents chapter, and its record in the bucket
+    (books/<book>.json) for `results --book`.
 
     Everything is validated first; with any invalid line nothing is sent (exit 2) unless
     --skip-invalid. Ids are deterministic, so re-running a submit duplicates no work.
@@ -58,7 +67,7 @@ def submit(
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
-    loaded = load_jobs(source, target.max_text_chars, defaults, split_chars)
+    loaded = load_jobs(source, target.max_text_chars, defaults, split_chars, read_lexicon(lexicon))
     receipt = SubmitReceipt.before_sending(queue_url, loaded)
     for line in loaded.invalid:
         click.secho(f"invalid: {line.describe()}", err=True, fg="red")
@@ -73,6 +82,7 @@ def submit(
     sqs = client_for("sqs", target.aws)
     preflight_queue(sqs, queue_url)
     note_existing(receipt, target, loaded, threads)
+    write_book(target, loaded, as_json)
     started = time.monotonic()
     with look.progress_bar(len(loaded.valid), "submit", not as_json) as advance:
         report = submit_jobs(sqs, queue_url, loaded.valid, threads=threads, progress=advance)
@@ -96,6 +106,27 @@ def note_existing(receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, th
     existing = existing_outputs(client_for("s3", target.aws), target, loaded.valid, threads)
     if existing is not None:
         receipt.replaces, receipt.already_done = existing.replaces, existing.done
+
+
+def write_book(target: Target, loaded: LoadedJobs, as_json: bool) -> None:
+    """An EPUB's book record (and cover) into the bucket before its jobs are sent: without it
+    `results --book` cannot put the chapters together, so a refusal sends nothing (exit 1)."""
+    if loaded.book is None:
+        return
+    need(target, "bucket")
+    try:
+        key = store_book(client_for("s3", target.aws), target, loaded.book)
+    except (ClientError, BotoCoreError) as error:
+        raise Failed(
+            f"nothing sent: could not write the book record under books/ of {target.bucket} "
+            f"({error}); the producer needs s3:PutObject on books/* (the stack's producer "
+            "policy grants it)"
+        ) from None
+    if not as_json:
+        chapters = len(loaded.book.chapters)
+        click.echo(
+            f"book {loaded.book.book}: {chapters} chapter(s), record s3://{target.bucket}/{key}"
+        )
 
 
 def finish_submit(receipt: SubmitReceipt, as_json: bool, code: ExitCode) -> ExitCode:

@@ -1,5 +1,5 @@
 """Reading jobs for `submit`, `wait` and `results`: a JSONL file, a directory of .txt files,
-or stdin.
+an EPUB (one job per chapter, and the book record: tts_fleet/client/epub.py), or stdin.
 
 Everything is validated before anything is sent, so one pass collects every invalid line
 with its line number, against what the server would reject too: the CustomVoice model's
@@ -20,7 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tts_fleet.client.book_record import (
+    MAX_BOOK_ID_CHARS,
+    BookRecord,
+    Chapter,
+    ChapterJob,
+    chapter_id,
+    cover_key,
+    paragraphs,
+)
 from tts_fleet.client.books import part_ids, split_text
+from tts_fleet.client.epub import EpubBook, EpubError, is_epub, read_epub
+from tts_fleet.client.lexicon import Lexicon
 from worker.jobs import (
     CUSTOM_VOICE_SPEAKERS,
     DEFAULT_MAX_TEXT_CHARS,
@@ -51,10 +62,49 @@ class InvalidLine:
 
 
 @dataclass
+class LoadedBook:
+    """An EPUB read as jobs: each chapter's title and its jobs in order (one, or its parts)."""
+
+    book: str  # the book id: `<book>-c001`… are its chapters' job ids
+    source: str
+    epub: EpubBook
+    chapters: list[tuple[str, list[Job]]] = field(default_factory=list)
+
+    def record(self, prefix: str = "") -> BookRecord:
+        """books/<book>.json for a bucket under `prefix` (its cover key has the prefix)."""
+        cover = self.epub.cover
+        return BookRecord(
+            book=self.book,
+            source=Path(self.source).name,
+            title=self.epub.title,
+            author=self.epub.author,
+            language=self.epub.language,
+            cover_key=cover_key(self.book, cover.extension, prefix) if cover else None,
+            chapters=[
+                Chapter(
+                    number=number,
+                    title=title,
+                    jobs=[
+                        ChapterJob(
+                            id=job.job_id,
+                            digest=job.digest(),
+                            characters=len(job.text),
+                            paragraphs=max(1, len(paragraphs(job.text))),
+                        )
+                        for job in jobs
+                    ],
+                )
+                for number, (title, jobs) in enumerate(self.chapters, start=1)
+            ],
+        )
+
+
+@dataclass
 class LoadedJobs:
     valid: list[Job] = field(default_factory=list)
     invalid: list[InvalidLine] = field(default_factory=list)
     duplicates: int = 0  # identical requests given more than once, sent once
+    book: LoadedBook | None = None  # an EPUB source: its chapters, for the book record
 
     @property
     def ids(self) -> list[str]:
@@ -71,10 +121,12 @@ def load_jobs(
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
     defaults: dict[str, Any] | None = None,
     split_chars: int | None = None,
+    lexicon: Lexicon | None = None,
 ) -> LoadedJobs:
     """Reads and validates every job. `defaults` fill fields a job does not set itself; a
-    text longer than `split_chars` becomes parts `<id>.p001`… (tts_fleet/client/books.py)."""
-    collector = _Collector(max_text_chars, defaults or {}, split_chars)
+    text longer than `split_chars` becomes parts `<id>.p001`… (tts_fleet/client/books.py);
+    `lexicon` rewrites every text first, so the digests are those of the rewritten texts."""
+    collector = _Collector(max_text_chars, defaults or {}, split_chars, lexicon)
     if source is None or str(source) == STDIN:
         collector.add_jsonl(STDIN_NAME, sys.stdin)
         return collector.loaded
@@ -82,6 +134,8 @@ def load_jobs(
     if path.is_dir():
         for text_file in sorted(_text_files(path)):
             collector.add_text_file(text_file)
+    elif path.is_file() and is_epub(path):
+        collector.add_epub(path)
     elif path.is_file():
         with path.open("rb") as handle:
             collector.add_jsonl(str(path), handle)
@@ -106,6 +160,28 @@ def id_for_stem(stem: str) -> str:
     return f"{safe[:room].rstrip('-.')}-{digest}" if safe else f"txt-{digest}"
 
 
+def book_id_for(stem: str) -> str:
+    """`id_for_stem`, shortened (with its hash) to leave room for the chapter and part
+    suffixes: `<book>-c001.p001` stays a job id."""
+    book = id_for_stem(stem)
+    if len(book) <= MAX_BOOK_ID_CHARS:
+        return book
+    digest = hashlib.sha256(stem.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+    return f"{book[: MAX_BOOK_ID_CHARS - _HASH_CHARS - 1].rstrip('-.')}-{digest}"
+
+
+# The EPUB's dc:language (BCP 47: its primary subtag) as one of Qwen3-TTS's languages.
+_EPUB_LANGUAGES = {
+    "en": "English", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "de": "German",
+    "fr": "French", "ru": "Russian", "pt": "Portuguese", "es": "Spanish", "it": "Italian",
+}  # fmt: skip
+
+
+def epub_language(tag: str) -> str | None:
+    """The job language an EPUB's language tag names, None when the model has no such one."""
+    return _EPUB_LANGUAGES.get(tag.strip().lower().replace("_", "-").split("-")[0])
+
+
 def _text_files(directory: Path) -> Iterator[Path]:
     for entry in directory.iterdir():
         if entry.is_file() and entry.suffix.lower() == TEXT_SUFFIX:
@@ -116,11 +192,16 @@ class _Collector:
     """Accumulates jobs, dropping exact repeats and rejecting one id used for two requests."""
 
     def __init__(
-        self, max_text_chars: int, defaults: dict[str, Any], split_chars: int | None = None
+        self,
+        max_text_chars: int,
+        defaults: dict[str, Any],
+        split_chars: int | None = None,
+        lexicon: Lexicon | None = None,
     ) -> None:
         self.max_text_chars = max_text_chars
         self.defaults = defaults
         self.split_chars = split_chars
+        self.lexicon = lexicon
         self.loaded = LoadedJobs()
         self._by_id: dict[str, tuple[Job, str]] = {}
 
@@ -137,12 +218,51 @@ class _Collector:
             return
         self._add(str(path), 0, {"id": id_for_stem(path.stem), "text": text})
 
+    def add_epub(self, path: Path) -> None:
+        """One job per chapter (`<book>-c001`…), a chapter longer than `--split-chars` (else
+        than the text limit) as its parts in order; the chapters kept for the book record.
+        Without --language, the book's own language when the model has it."""
+        try:
+            book = read_epub(path)
+        except EpubError as error:
+            self.loaded.invalid.append(InvalidLine(0, str(path), str(error)))
+            return
+        if not book.chapters:
+            reason = "no chapters: nothing left after navigation, cover and notes"
+            self.loaded.invalid.append(InvalidLine(0, str(path), reason))
+            return
+        loaded = LoadedBook(book_id_for(path.stem), str(path), book)
+        language = epub_language(book.language)
+        defaults = {**({"language": language} if language else {}), **self.defaults}
+        limit = min(self.split_chars or self.max_text_chars, self.max_text_chars)
+        for number, chapter in enumerate(book.chapters, start=1):
+            base = chapter_id(loaded.book, number)
+            text = self.lexicon.apply(chapter.text) if self.lexicon else chapter.text
+            pieces = [text] if len(text) <= limit else split_text(text, limit)
+            ids = [base] if len(pieces) == 1 else part_ids(base, len(pieces))
+            where = f"{path} chapter {number}"
+            try:
+                jobs = [
+                    self._validate({**defaults, "id": job_id, "text": piece}, self.max_text_chars)
+                    for job_id, piece in zip(ids, pieces, strict=True)
+                ]
+            except InvalidJob as error:
+                self.loaded.invalid.append(InvalidLine(0, where, error.reason))
+                continue
+            for job in jobs:
+                self._accept(job, where, 0, where)
+            loaded.chapters.append((chapter.title, jobs))
+        if loaded.chapters:
+            self.loaded.book = loaded
+
     def _add(self, source: str, line: int, data: dict[str, Any] | str) -> None:
         where = f"{source}:{line}" if line else source
         try:
             if isinstance(data, str):
                 raise InvalidJob(data)
             merged = {**self.defaults, **data}
+            if self.lexicon is not None and isinstance(merged.get("text"), str):
+                merged["text"] = self.lexicon.apply(merged["text"])
             if self._too_long_for_one_job(merged):
                 jobs = self._parts(merged)
             else:

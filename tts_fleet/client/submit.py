@@ -20,7 +20,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.client.aws import Target
-from tts_fleet.client.inputs import STDIN, InvalidLine, LoadedJobs, load_jobs
+from tts_fleet.client.book_record import record_key
+from tts_fleet.client.inputs import STDIN, InvalidLine, LoadedBook, LoadedJobs, load_jobs
 from tts_fleet.client.results import Digests, bucket_of
 from worker.jobs import DEFAULT_MAX_TEXT_CHARS, MANIFEST_DIGEST_METADATA, Job, manifest_key
 
@@ -300,3 +301,23 @@ def invoke_controller(lambda_client: Any, function_arn: str) -> str | None:
             "it samples the queue within a minute anyway"
         )
     return None
+
+
+# ---- a book's record (issue 25): what `results --book` reads back -------------------------
+
+
+def store_book(s3: Any, target: Target, book: LoadedBook) -> str:
+    """Writes the cover (`books/<book>/cover.<ext>`), then the record `books/<book>.json`
+    that names it, before the jobs are sent: a record is never left naming a cover that is not
+    there. Each submit writes it again, with the digests of what it sends now. Returns the
+    record's key; ClientError when the producer may not write `books/`."""
+    bucket = bucket_of(target)
+    record = book.record(target.prefix)
+    cover = book.epub.cover
+    if cover is not None and record.cover_key is not None:
+        s3.put_object(
+            Bucket=bucket, Key=record.cover_key, Body=cover.data, ContentType=cover.media_type
+        )
+    key = record_key(book.book, target.prefix)
+    s3.put_object(Bucket=bucket, Key=key, Body=record.to_json(), ContentType="application/json")
+    return key
