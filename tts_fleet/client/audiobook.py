@@ -16,8 +16,8 @@ together in order:
   `<book>-c001.m4a`, … (cut from the same normalised audio, so every file sounds alike).
 
 The encoder's AAC can overshoot the peaks it was given, so the M4B is decoded again and its
-true peak measured; over the ceiling, the limit is lowered by the excess and the book encoded
-again. What was measured on the decoded file is in the report.
+true peak measured; where it passes the ceiling, those stretches alone are turned down by the
+excess and the book encoded again. What was measured on the decoded file is in the report.
 """
 
 from __future__ import annotations
@@ -51,7 +51,11 @@ from worker.jobs import Manifest, Segment
 # The limiter's ceiling starts this far below MAX_TRUE_PEAK_DBTP: AAC's coding noise adds to
 # the peaks (typically a few tenths of a dB).
 ENCODER_HEADROOM_DB = 0.5
-ENCODE_TRIES = 3
+# Past the ceiling after all, the stretches over it are turned down to this much below it,
+# over an AAC frame (1,024 samples, 43 ms at 24 kHz) and more either side.
+TRIM_MARGIN_DB = 0.3
+TRIM_WINDOW_S = 0.06
+ENCODE_TRIES = 4
 # What is read of a cover image from the bucket (untrusted): EPUB covers are well under this.
 MAX_COVER_BYTES = 20 * 1024 * 1024
 # A job's raw PCM (`format: pcm`) is the worker's: 16-bit mono at its manifest's rate.
@@ -243,28 +247,37 @@ def make_audiobook(
     rate = layout.rate
     markers = _markers(record, layout)
     tags = m4b.Tags(title=record.title or book, author=record.author, album=record.title or book)
-    ceiling = MAX_TRUE_PEAK_DBTP - ENCODER_HEADROOM_DB
+    done = loudness.normalise(
+        book_audio, rate, options.loudness_lufs, MAX_TRUE_PEAK_DBTP - ENCODER_HEADROOM_DB
+    )
+    final, trimmed = done.samples, False
     for _ in range(ENCODE_TRIES):
-        done = loudness.normalise(book_audio, rate, options.loudness_lufs, ceiling)
-        m4b.encode(done.samples, rate, m4b_path, tags, markers, cover)
+        m4b.encode(final, rate, m4b_path, tags, markers, cover)
         heard = m4b.decode(m4b_path, rate)
         peak = loudness.true_peak_dbtp(heard)
         if peak <= MAX_TRUE_PEAK_DBTP:
             break
-        ceiling -= peak - MAX_TRUE_PEAK_DBTP + 0.1
+        # The encoder overshot (pre-echo around a sharp onset): those stretches are turned
+        # down by their excess and a margin, over an AAC frame either side, and encoded again.
+        peaks = loudness.oversampled_peaks(heard[: final.size])
+        window = round(TRIM_WINDOW_S * rate)
+        gain = loudness.reduction(peaks, MAX_TRUE_PEAK_DBTP - TRIM_MARGIN_DB, window)
+        if gain is not None:
+            final = final[: gain.size] * gain
+            trimmed = True
     else:
         raise BookError(f"the encoded book's true peak stays at {peak:.2f} dBTP")
     report = BookReport(
         book=book, m4b=m4b_path, duration_s=round(book_audio.size / rate, 3),
         measured_lufs=round(done.measured_lufs, 2), gain_db=round(done.gain_db, 2),
         lufs=round(loudness.integrated_lufs(heard, rate), 2), true_peak_dbtp=round(peak, 2),
-        limited=done.limited, cover_skipped=skipped,
+        limited=done.limited or trimmed, cover_skipped=skipped,
     )  # fmt: skip
     for chapter, (first, end), marker in zip(record.chapters, layout.spans, markers, strict=True):
         path = _path(out, f"{chapter_id(book, chapter.number)}.m4a")
         chapter_tags = m4b.Tags(title=chapter.title, author=record.author,
                                 album=record.title or book, track=chapter.number)  # fmt: skip
-        m4b.encode(done.samples[first:end], rate, path, chapter_tags, (), cover)
+        m4b.encode(final[first:end], rate, path, chapter_tags, (), cover)
         report.chapters.append(ChapterOut(chapter.number, chapter.title, marker.start,
                                           round(end / rate, 3), path))  # fmt: skip
     if options.subtitles is not None:

@@ -85,19 +85,26 @@ def integrated_lufs(samples: np.ndarray, rate: int) -> float:
 def limit(samples: np.ndarray, rate: int, ceiling_dbtp: float) -> np.ndarray:
     """`samples` with every stretch whose true peak passes the ceiling turned down just enough,
     the gain ramping over LIMITER_WINDOW_S either side; untouched elsewhere."""
+    gain = reduction(oversampled_peaks(samples), ceiling_dbtp, int(LIMITER_WINDOW_S * rate))
+    return samples if gain is None else np.asarray(samples * gain)
+
+
+def reduction(peaks: np.ndarray, ceiling_dbtp: float, width: int) -> np.ndarray | None:
+    """The gain per sample (at most 1) that keeps `peaks` (each sample's true peak) under the
+    ceiling, reaching each dip `width` samples before and leaving it `width` after; None when
+    no sample needs one."""
     ceiling = 10 ** (ceiling_dbtp / 20)
-    peaks = oversampled_peaks(samples)
     needed = np.minimum(1.0, ceiling / np.maximum(peaks, 1e-12))
     if needed.min() >= 1.0:
-        return samples
-    width = max(1, int(LIMITER_WINDOW_S * rate))
+        return None
+    width = max(1, width)
     # A running minimum over ±width, then a running mean over ±width/2: every mean is over
     # values each at most the need at its centre, so the gain never exceeds what is needed.
     held = _running_min(needed, width)
     kernel = np.ones(width) / width
     smooth = np.convolve(np.pad(held, (width // 2, width - 1 - width // 2), mode="edge"), kernel,
                          mode="valid")  # fmt: skip
-    return np.asarray(samples * np.minimum(smooth, needed))
+    return np.asarray(np.minimum(smooth, needed))
 
 
 def _running_min(values: np.ndarray, width: int) -> np.ndarray:

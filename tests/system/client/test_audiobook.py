@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import struct
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from click.testing import CliRunner
 from mutagen.mp4 import MP4
 from scipy.signal import resample_poly  # type: ignore[import-untyped]
 
+from tests.lib.audiobook import png, srt_times
 from tests.lib.fake_worker import make_worker, run_until
 from tests.lib.procs import make_queues_and_bucket, visible_and_in_flight
 from tts_fleet.cli.main import cli
@@ -39,19 +38,6 @@ pytestmark = pytest.mark.processes
 
 BOOK = "tale"
 TITLE, AUTHOR = "A Small Tale", "Ann Writer"
-
-
-def png(width: int = 2, height: int = 2) -> bytes:
-    """A valid RGB PNG, so ffmpeg can read the cover."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    rows = b"".join(b"\x00" + b"\x20\x40\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
-            + chunk(b"IEND", b""))  # fmt: skip
 
 
 COVER = png()
@@ -144,7 +130,7 @@ def test_book_subtitles_follow_the_m4b(rendered: dict[str, Any], tmp_path: Path)
     run = results(rendered["names"]["bucket"], tmp_path, "--subtitles", "srt")
     assert run.exit_code == 0, run.output
     text = (tmp_path / f"{BOOK}.srt").read_text()
-    times = [(_seconds(a), _seconds(b)) for a, b in re.findall(r"^(\S+) --> (\S+)$", text, re.M)]
+    times = srt_times(text)
     sentences = [len(re.findall(r"[.!?]", text)) for text in TEXTS]
     assert len(times) == sum(sentences)  # one cue per sentence
     book = MP4(tmp_path / f"{BOOK}.m4b")
@@ -163,8 +149,3 @@ def test_a_chapter_not_done_makes_no_book(
     run = results(bucket, tmp_path)
     assert run.exit_code == 1
     assert chapter_id(BOOK, 2) in run.output and not (tmp_path / f"{BOOK}.m4b").exists()
-
-
-def _seconds(stamp: str) -> float:
-    hours, minutes, rest = stamp.split(":")
-    return int(hours) * 3600 + int(minutes) * 60 + float(rest.replace(",", "."))
