@@ -100,11 +100,12 @@ def reduction(peaks: np.ndarray, ceiling_dbtp: float, width: int) -> np.ndarray 
     width = max(1, width)
     # A running minimum over ±width, then a running mean over ±width/2: every mean is over
     # values each at most the need at its centre, so the gain never exceeds what is needed.
-    held = _running_min(needed, width)
+    # Smoothed as the cut (1 − gain), which is exactly 0 wherever nothing is near: the rest of
+    # the signal keeps its one gain to the last bit.
+    cut = 1.0 - _running_min(needed, width)
     kernel = np.ones(width) / width
-    smooth = np.convolve(np.pad(held, (width // 2, width - 1 - width // 2), mode="edge"), kernel,
-                         mode="valid")  # fmt: skip
-    return np.asarray(np.minimum(smooth, needed))
+    padded = np.pad(cut, (width // 2, width - 1 - width // 2), mode="edge")
+    return np.asarray(np.minimum(1.0 - np.convolve(padded, kernel, mode="valid"), needed))
 
 
 def _running_min(values: np.ndarray, width: int) -> np.ndarray:
