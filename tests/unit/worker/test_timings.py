@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import httpx
 import numpy as np
+import pytest
 
-from worker.jobs import WordTime
+from worker.jobs import Job, WordTime
+from worker.qa.guard import Guard
+from worker.speech import SpeechClient
 from worker.timings import TimedPiece, aligner_words, segments, sentences, word_times
 
 RATE = 24_000
@@ -109,3 +114,50 @@ def test_aligner_words_drop_punctuation_and_cut_han_characters() -> None:
         "好",
         "world",
     ]
+
+
+def aligning_server(seconds_per_piece: float) -> tuple[httpx.MockTransport, list[dict[str, Any]]]:
+    """Answers every piece with a tone and, when asked, word timestamps spread over it at speed
+    1 (as the aligner measures before the server's time stretch)."""
+    bodies: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        words = aligner_words(body["input"])
+        audio = pcm(tone(seconds_per_piece / body["speed"]))
+        share = seconds_per_piece * 1000 / len(words)
+        stamps = [{"word": w, "start_ms": round(i * share), "end_ms": round((i + 0.8) * share)}
+                  for i, w in enumerate(words)]  # fmt: skip
+        headers = {"X-Word-Timestamps": json.dumps(stamps)} if body.get("word_timestamps") else {}
+        return httpx.Response(200, content=audio, headers=headers)
+
+    return httpx.MockTransport(answer), bodies
+
+
+@pytest.mark.parametrize("guard", [None, Guard("basic", retries=0, on_fail="keep")])
+def test_the_speech_client_asks_for_words_and_the_segments_carry_them(guard: Guard | None) -> None:
+    transport, bodies = aligning_server(2.0)
+    client = SpeechClient("http://tts", chunk_chars=60, transport=transport, guard=guard,
+                          word_timestamps=True)  # fmt: skip
+    text = "One two three four. Five six seven.\n\nEight nine ten eleven twelve thirteen."
+    speech = client.synthesize(Job(text=text, speed=2.0))
+    assert all(body["word_timestamps"] is True for body in bodies) and len(bodies) == 2
+    found = speech.segments or []
+    assert [s.text for s in found] == ["One two three four.", "Five six seven.",
+                                       "Eight nine ten eleven twelve thirteen."]  # fmt: skip
+    assert [s.timing for s in found] == ["aligned"] * 3 and [s.paragraph for s in found] == [
+        0,
+        0,
+        1,
+    ]
+    # Two pieces of 1 s each (2 s of model audio at speed 2): the second piece starts at 1 s.
+    assert found[2].start == 1.0 and found[2].end == 2.0
+    assert found[2].words is not None and found[2].words[0].start == 1.0
+
+
+def test_without_the_setting_no_words_are_asked_for() -> None:
+    transport, bodies = aligning_server(1.0)
+    speech = SpeechClient("http://tts", transport=transport).synthesize(Job(text="Hi there. Bye."))
+    assert "word_timestamps" not in bodies[0]
+    assert [s.timing for s in speech.segments or []] == ["estimated", "estimated"]
