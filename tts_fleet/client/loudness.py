@@ -57,12 +57,14 @@ def oversampled_peaks(samples: np.ndarray) -> np.ndarray:
         qs = [q for q in range(-half, half + 1) if 0 <= OVERSAMPLING * q + phase + half < taps.size]
         phases.append((qs[0], taps[[OVERSAMPLING * q + phase + half for q in qs]]))
     pad = TAPS_PER_PHASE  # input samples of context on each side of a block
-    x = np.asarray(samples, dtype=np.float64)
-    peaks = np.empty(x.size)
+    # Blocks in double precision, the peaks kept in single: a long book's arrays stay 4 bytes
+    # a sample.
+    x = np.asarray(samples)
+    peaks = np.empty(x.size, dtype=np.float32)
     for start in range(0, x.size, BLOCK):
         stop = min(x.size, start + BLOCK)
         lo, hi = max(0, start - pad), min(x.size, stop + pad)
-        block = x[lo:hi]
+        block = x[lo:hi].astype(np.float64)
         best = np.zeros(stop - start)
         for first, kernel in phases:
             full = np.convolve(block, kernel)
@@ -94,7 +96,7 @@ def limit(samples: np.ndarray, rate: int, ceiling_dbtp: float) -> np.ndarray:
     """`samples` with every stretch whose true peak passes the ceiling turned down just enough,
     the gain ramping over LIMITER_WINDOW_S either side; untouched elsewhere."""
     gain = reduction(oversampled_peaks(samples), ceiling_dbtp, int(LIMITER_WINDOW_S * rate))
-    return samples if gain is None else np.asarray(samples * gain)
+    return samples if gain is None else np.asarray(samples * gain, dtype=np.float32)
 
 
 def reduction(peaks: np.ndarray, ceiling_dbtp: float, width: int) -> np.ndarray | None:
@@ -102,7 +104,7 @@ def reduction(peaks: np.ndarray, ceiling_dbtp: float, width: int) -> np.ndarray 
     ceiling, reaching each dip `width` samples before and leaving it `width` after; None when
     no sample needs one."""
     ceiling = 10 ** (ceiling_dbtp / 20)
-    needed = np.minimum(1.0, ceiling / np.maximum(peaks, 1e-12))
+    needed = np.minimum(1.0, ceiling / np.maximum(peaks, 1e-12)).astype(np.float32)
     if needed.min() >= 1.0:
         return None
     width = max(1, width)
@@ -111,7 +113,7 @@ def reduction(peaks: np.ndarray, ceiling_dbtp: float, width: int) -> np.ndarray 
     # Smoothed as the cut (1 − gain), which is exactly 0 wherever nothing is near: the rest of
     # the signal keeps its one gain to the last bit.
     cut = 1.0 - _running_min(needed, width)
-    kernel = np.ones(width) / width
+    kernel = np.full(width, 1 / width, dtype=np.float32)
     padded = np.pad(cut, (width // 2, width - 1 - width // 2), mode="edge")
     return np.asarray(np.minimum(1.0 - np.convolve(padded, kernel, mode="valid"), needed))
 
@@ -149,7 +151,7 @@ def normalise(
     gain_db = target_lufs - measured
     out, limited, now = samples, False, measured
     for _ in range(MAX_PASSES):
-        scaled = samples * 10 ** (gain_db / 20)
+        scaled = np.asarray(samples * 10 ** (gain_db / 20), dtype=np.float32)
         out = limit(scaled, rate, ceiling_dbtp)
         limited = limited or out is not scaled
         now = integrated_lufs(out, rate)
@@ -158,6 +160,6 @@ def normalise(
         gain_db += target_lufs - now
     peak = true_peak_dbtp(out)
     if peak > ceiling_dbtp:  # the limiter's ramps are a hair off: one static trim holds it
-        out = out * 10 ** ((ceiling_dbtp - peak) / 20)
+        out = np.asarray(out * 10 ** ((ceiling_dbtp - peak) / 20), dtype=np.float32)
         now, peak = integrated_lufs(out, rate), true_peak_dbtp(out)
     return Normalised(out, measured, now, peak, gain_db, limited)
