@@ -249,7 +249,7 @@ def test_word_timestamps_come_as_the_servers_headers(omni: Path) -> None:
     assert f'headers["{speech_server.WORD_TIMESTAMPS_HEADER}"] = ts_json' in serving
     assert f'headers["{speech_server.WORD_TIMESTAMPS_OMITTED_HEADER}"]' in serving
     assert f"if len(ts_json) <= {speech_server.WORD_TIMESTAMPS_LIMIT}:" in serving
-    assert timings.WORD_TIMESTAMPS_HEADER == speech_server.WORD_TIMESTAMPS_HEADER.lower()
+    assert speech_server.WORD_TIMESTAMPS_HEADER.lower() == timings.WORD_TIMESTAMPS_HEADER
     aligner = (omni / "utils/forced_aligner.py").read_text()
     assert '{"word": w, "start_ms": int(p[0]), "end_ms": int(p[1])}' in aligner
     port = (omni / "utils/qwen3_force_align_processor.py").read_text()
