@@ -149,3 +149,17 @@ def test_a_chapter_not_done_makes_no_book(
     run = results(bucket, tmp_path)
     assert run.exit_code == 1
     assert chapter_id(BOOK, 2) in run.output and not (tmp_path / f"{BOOK}.m4b").exists()
+
+
+def test_job_subtitles_follow_each_jobs_own_audio(rendered: dict[str, Any], tmp_path: Path) -> None:
+    bucket = rendered["names"]["bucket"]
+    ids = [job.job_id for job in rendered["jobs"]]
+    run = CliRunner().invoke(cli, ["results", "--out", str(tmp_path), "--bucket", bucket,
+                                   "--subtitles", "vtt", *(f"--id={i}" for i in ids)])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    for job_id, text, manifest in zip(ids, TEXTS, rendered["manifests"], strict=True):
+        vtt = (tmp_path / f"{job_id}.vtt").read_text()
+        assert vtt.startswith("WEBVTT\n")
+        times = srt_times(vtt.replace(".", ","))
+        assert len(times) == len(re.findall(r"[.!?]", text)) and times == sorted(times)
+        assert times[0][0] == 0.0 and times[-1][1] <= (manifest.duration_s or 0) + 0.001
