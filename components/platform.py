@@ -107,15 +107,6 @@ class Platform(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        queue = JobQueue(
-            f"{name}-queue",
-            JobQueueArgs(
-                config=cfg.queue,
-                producer_principal_arns=cfg.producers.principal_arns,
-                controller_function_name=controller_name,
-            ),
-            opts=child,
-        )
         bucket = OutputBucket(
             f"{name}-outputs",
             OutputBucketArgs(
@@ -123,6 +114,16 @@ class Platform(pulumi.ComponentResource):
                 on_destroy=cfg.outputs.on_destroy,
                 reader_policy=True,
                 policy="named-writers",  # BucketWriters, once the writers' roles exist
+            ),
+            opts=child,
+        )
+        queue = JobQueue(
+            f"{name}-queue",
+            JobQueueArgs(
+                config=cfg.queue,
+                producer_principal_arns=cfg.producers.principal_arns,
+                controller_function_name=controller_name,
+                books_bucket_arn=bucket.bucket_arn,  # `submit BOOK.epub` writes its record
             ),
             opts=child,
         )

@@ -6,8 +6,9 @@ account can dead-letter into it, so `dlq list` and `dlq redrive` see only this s
 Both queues use SQS-managed SSE. The queue policy denies any request that is not over TLS and,
 when `producers.principalArns` is set, allows those principals to SendMessage. Same-account
 producers get access by attaching the exported producer policy (SendMessage + GetQueueUrl on
-this queue only, and InvokeFunction on the scaling controller when the stack has one, so
-`tts-fleet submit` can wake it). The queue policy adds access; it does not take any away,
+this queue only, InvokeFunction on the scaling controller when the stack has one, so
+`tts-fleet submit` can wake it, and PutObject on the output bucket's `books/` when given it,
+for `submit BOOK.epub`'s book record). The queue policy adds access; it does not take any away,
 so an account principal whose own IAM policy allows sqs:SendMessage on `*` can still send.
 Another account's principals also need their own IAM policy for this queue's ARN.
 """
@@ -19,9 +20,10 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from components.args import ComponentArgs
+from components.args import ComponentArgs, StrInput
 from components.controller import function_arn
 from components.iam import deny_insecure_transport
+from components.storage import book_writer_statement
 from tts_fleet.config.models import QueueConfig
 
 SECONDS_PER_DAY = 86_400
@@ -40,6 +42,8 @@ class JobQueueArgs(ComponentArgs):
     producer_principal_arns: tuple[str, ...] = ()
     # The scaling controller's function name (components/controller.py), or None (alarms).
     controller_function_name: str | None = None
+    # The output bucket's ARN: producers may then write book records under its books/.
+    books_bucket_arn: StrInput | None = None
 
 
 class JobQueue(pulumi.ComponentResource):
@@ -138,6 +142,8 @@ class JobQueue(pulumi.ComponentResource):
                     "Resource": queue_arn.apply(lambda arn: function_arn(arn, name)),
                 }
             )
+        if args.books_bucket_arn is not None:
+            statements.append(book_writer_statement(args.books_bucket_arn))
         return statements
 
     @staticmethod

@@ -13,7 +13,8 @@ that holds anything. `retain`: the bucket and its settings are `retain_on_delete
 removes them from the stack but leaves them in AWS, still private, encrypted and expiring.
 
 With `reader_policy`, a managed policy that reads what the worker writes (`outputs/`,
-`failures/`): what `tts-fleet wait` and `results` need besides the producer policy.
+`failures/`) and the book records producers write (`books/`): what `tts-fleet wait` and
+`results` need besides the producer policy.
 """
 
 from __future__ import annotations
@@ -136,12 +137,27 @@ class OutputBucket(pulumi.ComponentResource):
         return rules
 
 
-READ_PREFIXES = (OUTPUTS_PREFIX, FAILURES_PREFIX)
+# `tts-fleet submit BOOK.epub` writes books/<book>.json and its cover there (the producer
+# policy's WriteBookRecords), `results --book` reads them (the reader policy). The prefix of
+# tts_fleet/client/book_record.py, which components may not import: tests/integration/repo/
+# test_contracts.py pins the two equal.
+BOOKS_PREFIX = "books/"
+READ_PREFIXES = (OUTPUTS_PREFIX, FAILURES_PREFIX, BOOKS_PREFIX)
+
+
+def book_writer_statement(bucket_arn: pulumi.Input[str]) -> dict:
+    """PutObject on books/ only: a producer's book records and covers."""
+    return {
+        "Sid": "WriteBookRecords",
+        "Effect": "Allow",
+        "Action": "s3:PutObject",
+        "Resource": pulumi.Output.from_input(bucket_arn).apply(_under(BOOKS_PREFIX)),
+    }
 
 
 def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
-    """GetObject (and so HEAD) on outputs/ and failures/, and ListBucket: what `wait` and
-    `results` call (ListObjectsV2 on those prefixes, GetObject, download)."""
+    """GetObject (and so HEAD) on outputs/, failures/ and books/, and ListBucket: what `wait`
+    and `results` call (ListObjectsV2 on those prefixes, GetObject, download)."""
     arn = pulumi.Output.from_input(bucket_arn)
     return {
         "Version": "2012-10-17",

@@ -7,15 +7,29 @@ which may become a job; chapter 2 carries a note reference and an inline footnot
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 
 from ebooklib import epub  # type: ignore[import-untyped]
 
-# The smallest valid PNG (1x1): enough for a cover the tests can compare byte for byte.
-COVER_PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-)
+
+def _png_1x1() -> bytes:
+    """A 1x1 RGBA PNG with correct chunk CRCs (decoders such as ffmpeg check them)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\x80\x40\x20\xff")  # filter 0, one RGBA pixel
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+
+
+# The cover the tests compare byte for byte.
+COVER_PNG = _png_1x1()
 TITLE = "The Test Book"
 AUTHOR = "Ada Author"
 

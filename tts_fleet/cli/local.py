@@ -11,6 +11,7 @@ from rich.console import Console
 
 from tts_fleet.cli.errors import BadInput, bad_config
 from tts_fleet.cli.options import project_dir_option, split_chars_option, stack_file_option
+from tts_fleet.cli.sources import lexicon_option, read_lexicon
 from tts_fleet.client.books import JoinReport, join_parts
 from tts_fleet.config.models import ConfigError
 from tts_fleet.exit_codes import ExitCode
@@ -37,7 +38,8 @@ NEXT_STEPS = (
     "--input",
     "input_path",
     type=click.Path(exists=True, path_type=str),
-    help="Submit jobs from a JSONL file or a directory of .txt files.",
+    help="Submit jobs from a JSONL file, a directory of .txt files or an EPUB (one job per "
+    "chapter; its book record goes to --out/books/).",
 )
 @stack_file_option("Use Pulumi.<STACK>.yaml's config (default: the defaults).")
 @project_dir_option()
@@ -124,6 +126,7 @@ NEXT_STEPS = (
 @click.option("--voice", help="Voice for jobs that do not set one (the demo's too).")
 @click.option("--language", help="Language for jobs that do not set one (the demo's too).")
 @split_chars_option
+@lexicon_option
 @click.option(
     "--faults",
     metavar="KIND=SHARE,...",
@@ -166,6 +169,7 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
     if not (options.demo or options.input or options.keep_running):
         raise click.UsageError("nothing to do: give --demo N, --input PATH or --keep-running")
     check_faults(options.faults)
+    read_lexicon(options.lexicon)  # a bad lexicon fails before anything starts
     try:
         cfg = resolve_config(options)
     except ConfigError as error:

@@ -67,7 +67,9 @@ def submit(
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
-    loaded = load_jobs(source, target.max_text_chars, defaults, split_chars, read_lexicon(lexicon))
+    loaded = load_jobs(
+        source, target.max_text_chars, defaults, split_chars, lexicon=read_lexicon(lexicon)
+    )
     receipt = SubmitReceipt.before_sending(queue_url, loaded)
     for line in loaded.invalid:
         click.secho(f"invalid: {line.describe()}", err=True, fg="red")

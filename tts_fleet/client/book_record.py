@@ -40,6 +40,7 @@ MAX_RECORD_BYTES = 8 * 1024 * 1024
 MAX_CHAPTERS = 5_000
 MAX_JOBS = 50_000
 MAX_META_CHARS = 1_000
+MAX_LANGUAGE_CHARS = 64
 DIGEST_PATTERN = r"^[0-9a-f]{64}$"
 # A book id leaves room for "-c00001" and a part suffix ".p00001" within the 128 of a job id.
 MAX_BOOK_ID_CHARS = 100
@@ -76,7 +77,9 @@ class BookRecord(_Model):
     source: str = Field("", max_length=MAX_META_CHARS)  # the file's name, for people
     title: str = Field("", max_length=MAX_META_CHARS)
     author: str = Field("", max_length=MAX_META_CHARS)  # several creators joined with ", "
-    language: str = Field("", max_length=64)  # the EPUB's dc:language (BCP 47), as given
+    language: str = Field(
+        "", max_length=MAX_LANGUAGE_CHARS
+    )  # the EPUB's dc:language (BCP 47), as given
     cover_key: str | None = Field(None, max_length=1024)
     chapters: list[Chapter] = Field(min_length=1, max_length=MAX_CHAPTERS)
 

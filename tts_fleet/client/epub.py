@@ -39,6 +39,8 @@ from urllib.parse import unquote
 from tts_fleet.client.book_record import COVER_TYPES, PARAGRAPH_BREAK
 
 EPUB_SUFFIX = ".epub"
+# A novel's EPUB is a few MB with its images; this leaves room for illustrated books.
+MAX_UNPACKED_BYTES = 512 * 1024 * 1024
 # epub:type values (EPUB 3 Structural Semantics) and role="doc-…" names whose element is not
 # read aloud.
 SKIPPED_TYPES = frozenset(
@@ -103,6 +105,7 @@ def read_epub(path: Path) -> EpubBook:
     """The book's metadata, cover and chapters in spine order (the module's rules)."""
     from ebooklib import epub  # type: ignore[import-untyped]
 
+    _check_size(path)
     try:
         book = epub.read_epub(str(path), {"ignore_ncx": True})
     except (epub.EpubException, zipfile.BadZipFile, KeyError, OSError, ValueError) as error:
@@ -121,6 +124,18 @@ def read_epub(path: Path) -> EpubBook:
     entries = _toc_entries(book.toc, _ncx_dir(book))
     result.chapters = _chapters(documents, entries, result.skipped)
     return result
+
+
+def _check_size(path: Path) -> None:
+    """EbookLib holds every item in memory: a package that unpacks to more than
+    MAX_UNPACKED_BYTES (a zip bomb, or a comic of scans) is refused before it is read."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError) as error:
+        raise EpubError(f"not a readable EPUB: {_one_line(error)}") from None
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise EpubError(f"unpacks to {unpacked} bytes, more than {MAX_UNPACKED_BYTES}")
 
 
 def _first(book: Any, name: str) -> str:

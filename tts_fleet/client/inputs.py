@@ -22,6 +22,10 @@ from typing import Any
 
 from tts_fleet.client.book_record import (
     MAX_BOOK_ID_CHARS,
+    MAX_CHAPTERS,
+    MAX_JOBS,
+    MAX_LANGUAGE_CHARS,
+    MAX_META_CHARS,
     BookRecord,
     Chapter,
     ChapterJob,
@@ -29,7 +33,7 @@ from tts_fleet.client.book_record import (
     cover_key,
     paragraphs,
 )
-from tts_fleet.client.books import part_ids, split_text
+from tts_fleet.client.books import MIN_SPLIT_CHARS, part_ids, split_text
 from tts_fleet.client.epub import EpubBook, EpubError, is_epub, read_epub
 from tts_fleet.client.lexicon import Lexicon
 from worker.jobs import (
@@ -75,15 +79,15 @@ class LoadedBook:
         cover = self.epub.cover
         return BookRecord(
             book=self.book,
-            source=Path(self.source).name,
-            title=self.epub.title,
-            author=self.epub.author,
-            language=self.epub.language,
+            source=Path(self.source).name[:MAX_META_CHARS],
+            title=self.epub.title[:MAX_META_CHARS],
+            author=self.epub.author[:MAX_META_CHARS],
+            language=self.epub.language[:MAX_LANGUAGE_CHARS],
             cover_key=cover_key(self.book, cover.extension, prefix) if cover else None,
             chapters=[
                 Chapter(
                     number=number,
-                    title=title,
+                    title=title[:MAX_META_CHARS],
                     jobs=[
                         ChapterJob(
                             id=job.job_id,
@@ -231,6 +235,12 @@ class _Collector:
             reason = "no chapters: nothing left after navigation, cover and notes"
             self.loaded.invalid.append(InvalidLine(0, str(path), reason))
             return
+        if len(book.chapters) > MAX_CHAPTERS:  # what a book record may hold (book_record.py)
+            reason = (
+                f"{len(book.chapters)} chapters, more than a book record holds ({MAX_CHAPTERS})"
+            )
+            self.loaded.invalid.append(InvalidLine(0, str(path), reason))
+            return
         loaded = LoadedBook(book_id_for(path.stem), str(path), book)
         language = epub_language(book.language)
         defaults = {**({"language": language} if language else {}), **self.defaults}
@@ -238,7 +248,9 @@ class _Collector:
         for number, chapter in enumerate(book.chapters, start=1):
             base = chapter_id(loaded.book, number)
             text = self.lexicon.apply(chapter.text) if self.lexicon else chapter.text
-            pieces = [text] if len(text) <= limit else split_text(text, limit)
+            # Below the splitter's floor a long chapter stays whole: then it is too long, a line.
+            short = len(text) <= limit or limit < MIN_SPLIT_CHARS
+            pieces = [text] if short else split_text(text, limit)
             ids = [base] if len(pieces) == 1 else part_ids(base, len(pieces))
             where = f"{path} chapter {number}"
             try:
@@ -249,9 +261,17 @@ class _Collector:
             except InvalidJob as error:
                 self.loaded.invalid.append(InvalidLine(0, where, error.reason))
                 continue
-            for job in jobs:
-                self._accept(job, where, 0, where)
             loaded.chapters.append((chapter.title, jobs))
+        count = sum(len(jobs) for _, jobs in loaded.chapters)
+        if count > MAX_JOBS:
+            reason = (
+                f"{count} jobs, more than a book record holds ({MAX_JOBS}): raise --split-chars"
+            )
+            self.loaded.invalid.append(InvalidLine(0, str(path), reason))
+            return
+        for _, jobs in loaded.chapters:
+            for job in jobs:
+                self._accept(job, str(path), 0, f"{path} {job.job_id}")
         if loaded.chapters:
             self.loaded.book = loaded
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -45,6 +46,9 @@ from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Policy
 from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 from tts_fleet.sim.capacity import Capacity, CapacityError, Outage
 from worker.jobs import OUTPUTS_PREFIX, Job
+
+if TYPE_CHECKING:
+    from tts_fleet.client.inputs import LoadedJobs
 from worker.settings import worker_env
 
 # The metrics' Stack dimension when the run reads no stack file.
@@ -98,6 +102,8 @@ class LocalOptions:
     # Issue 21: a share of bad pieces from the speech server (speech_faults.py), by this seed.
     faults: str | None = None
     fault_seed: int = 0
+    # Issue 25: submit's --lexicon, applied to the input's texts before their digests.
+    lexicon: Path | None = None
 
 
 CAPPED = ("minWorkers", "maxWorkers")  # a schedule's bounds, capped by --max-workers
@@ -317,12 +323,38 @@ class LocalRun:
 
         if not self.jobs:
             return
+        self._store_book()
         self.submitted_at = time.time()
         report = submit_jobs(self.aws.sqs, self.aws.queue_url, self.jobs)
         self.submitted = list(report.sent)
         for job_id, reason in report.failed.items():
             self.console.print(f"not sent: {job_id}: {reason}", markup=False, highlight=False)
         self.events.write("submitted", sent=len(report.sent), failed=len(report.failed))
+
+    def _store_book(self) -> None:
+        """An EPUB input's book record and cover, as `submit` writes them: into the emulator's
+        bucket (for `results --book` from another terminal while --keep-running) and into
+        --out under the same keys (`books/<book>.json`, `books/<book>/cover.<ext>`), which
+        outlive the emulator."""
+        from tts_fleet.client.aws import Target
+        from tts_fleet.client.epub import is_epub
+        from tts_fleet.client.submit import store_book
+
+        if not (self.options.input and is_epub(Path(self.options.input))):
+            return
+        book = load_input(self.options, self.cfg).book
+        if book is None:
+            return
+        target = Target(self.aws.queue_url, self.aws.dlq_url, self.aws.bucket)
+        key = store_book(self.aws.s3, target, book)
+        record = book.record()
+        keys = [key] + ([record.cover_key] if record.cover_key else [])
+        for stored in keys:
+            path = self.out_dir / stored
+            path.parent.mkdir(parents=True, exist_ok=True)
+            body = self.aws.s3.get_object(Bucket=self.aws.bucket, Key=stored)["Body"].read()
+            path.write_bytes(body)
+        self.events.write("book_stored", book=book.book, chapters=len(book.chapters), key=key)
 
     def _loop(self) -> None:
         with LiveView(self.console, self.cfg.scaling.idle_minutes) as view:
@@ -406,13 +438,24 @@ def jobs_for(options: LocalOptions, cfg: StackConfig) -> tuple[list[Job], list[s
             jobs = [job.model_copy(update=_job_defaults(options)) for job in jobs]
         return jobs, []
     if options.input:
-        from tts_fleet.client.inputs import load_jobs
-
-        loaded = load_jobs(
-            options.input, cfg.worker.max_text_chars, _job_defaults(options), options.split_chars
-        )
+        loaded = load_input(options, cfg)
         return loaded.valid, [line.describe() for line in loaded.invalid]
     return [], []
+
+
+def load_input(options: LocalOptions, cfg: StackConfig) -> LoadedJobs:
+    """--input read as `submit` reads it (the stack's text limit, --split-chars, --lexicon)."""
+    from tts_fleet.client.inputs import load_jobs
+    from tts_fleet.client.lexicon import load_lexicon
+
+    lexicon = load_lexicon(options.lexicon) if options.lexicon else None
+    return load_jobs(
+        options.input,
+        cfg.worker.max_text_chars,
+        _job_defaults(options),
+        options.split_chars,
+        lexicon=lexicon,
+    )
 
 
 def _job_defaults(options: LocalOptions) -> dict[str, str]:

@@ -509,3 +509,14 @@ def test_the_manifest_and_the_failure_record_carry_the_qa_report() -> None:
         "characters", "seconds", "expected_seconds", "longest_silence_s", "wer", "attempts",
         "seeds", "passed", "failed", "excerpt",
     }  # fmt: skip
+
+
+def test_the_book_records_prefix_is_the_one_the_policies_allow() -> None:
+    """`submit BOOK.epub` writes, and `results --book` reads, under the prefix the producer
+    and reader policies name (components may not import tts_fleet.client)."""
+    from components.storage import BOOKS_PREFIX as POLICY_PREFIX
+    from tts_fleet.client.book_record import BOOKS_PREFIX, cover_key, record_key
+
+    assert POLICY_PREFIX == BOOKS_PREFIX
+    assert record_key("b", "p/").startswith(f"p/{POLICY_PREFIX}")
+    assert cover_key("b", "png", "p/").startswith(f"p/{POLICY_PREFIX}")

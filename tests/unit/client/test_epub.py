@@ -162,3 +162,57 @@ def test_a_long_book_name_leaves_room_for_chapter_and_part_suffixes() -> None:
     book = book_id_for("x" * 300)
     assert len(book) <= 100 and is_job_id(f"{book}-c1000.p1000")
     assert book_id_for("Moby Dick") != book_id_for("Moby-Dick")
+
+
+def test_a_limit_below_the_splitters_floor_makes_a_long_chapter_an_invalid_line(
+    tmp_path: Path,
+) -> None:
+    loaded = load_jobs(make_book(tmp_path / "b.epub", chapters=2), max_text_chars=50)
+    assert loaded.valid == [] and loaded.book is None
+    assert [line.source for line in loaded.invalid] == [
+        f"{tmp_path / 'b.epub'} chapter 1",
+        f"{tmp_path / 'b.epub'} chapter 2",
+    ]
+    assert all("more than the limit of 50" in line.reason for line in loaded.invalid)
+
+
+def test_a_package_that_unpacks_too_large_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tts_fleet.client.epub as reader
+
+    monkeypatch.setattr(reader, "MAX_UNPACKED_BYTES", 1_000)
+    with pytest.raises(EpubError, match="unpacks to"):
+        read_epub(make_book(tmp_path / "b.epub"))
+
+
+def test_over_long_metadata_is_clipped_to_what_a_record_holds(tmp_path: Path) -> None:
+    loaded = load_jobs(make_book(tmp_path / "b.epub", chapters=1))
+    assert loaded.book is not None
+    loaded.book.epub.title = "T" * 5_000
+    loaded.book.epub.language = "x" * 100
+    record = loaded.book.record()
+    assert len(record.title) == 1_000 and len(record.language) == 64
+
+
+def test_a_cover_page_named_by_the_guide_is_skipped_though_it_has_text(tmp_path: Path) -> None:
+    book = epub.EpubBook()
+    book.set_identifier("g")
+    book.set_title("G")
+    book.set_language("en")
+    documents = []
+    for name, body in (("front.xhtml", "<p>A Novel, by Someone</p>"), ("a.xhtml", "<p>Text.</p>")):
+        item = epub.EpubHtml(title=name, file_name=name)
+        item.content = f"<html><body>{body}</body></html>"
+        book.add_item(item)
+        documents.append(item)
+    book.guide.append({"type": "cover", "href": "front.xhtml", "title": "Cover"})
+    book.toc = [epub.Link("front.xhtml", "Cover", "c"), epub.Link("a.xhtml", "A", "a")]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = ["nav", *documents]
+    path = tmp_path / "g.epub"
+    epub.write_epub(str(path), book)
+    read = read_epub(path)
+    assert [c.title for c in read.chapters] == ["A"]
+    assert "front.xhtml: cover" in read.skipped

@@ -34,6 +34,13 @@ NAME = "tts-fleet-dev-controller"
 QUEUE_ARN = f"arn:aws:sqs:{REGION}:{ACCOUNT}:tts-queue-jobs"
 FUNCTION_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{NAME}"
 BUCKET_ARN = "arn:aws:s3:::tts-outputs-bucket"
+# `submit BOOK.epub` writes its book record (issue 25): PutObject on books/ only.
+WRITE_BOOKS = {
+    "Sid": "WriteBookRecords",
+    "Effect": "Allow",
+    "Action": "s3:PutObject",
+    "Resource": f"{BUCKET_ARN}/books/*",
+}
 
 
 def build(mode: str, **scaling: Any) -> RecordingMocks:
@@ -90,7 +97,8 @@ def test_alarms_mode_has_no_function_and_no_invoke_grant() -> None:
             "Effect": "Allow",
             "Action": ["sqs:SendMessage", "sqs:GetQueueUrl"],
             "Resource": QUEUE_ARN,
-        }
+        },
+        WRITE_BOOKS,
     ]
 
 
@@ -106,6 +114,7 @@ def test_the_producer_policy_may_invoke_the_controller_only() -> None:
                 "Resource": QUEUE_ARN,
             },
             {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": FUNCTION_ARN},
+            WRITE_BOOKS,
         ],
     }
 

@@ -100,3 +100,18 @@ def test_producer_policy_is_send_and_get_url_on_this_queue_only() -> None:
             "Resource": f"{ARN}:q-jobs",
         }
     ]
+
+
+def test_given_the_bucket_producers_may_write_book_records_only() -> None:
+    bucket = "arn:aws:s3:::out-bucket"
+    mocks = run_program(
+        lambda: JobQueue("q", JobQueueArgs(config=QueueConfig(), books_bucket_arn=bucket))
+    )
+    assert policy(mocks.one(IAM_POLICY))["Statement"][1:] == [
+        {
+            "Sid": "WriteBookRecords",
+            "Effect": "Allow",
+            "Action": "s3:PutObject",
+            "Resource": f"{bucket}/books/*",
+        }
+    ]

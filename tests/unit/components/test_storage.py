@@ -134,7 +134,7 @@ def test_the_build_source_bucket_is_always_deleted() -> None:
 # ---- the reader policy ------------------------------------------------------------------
 
 
-def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
+def test_the_reader_policy_reads_outputs_failures_and_book_records_only() -> None:
     mocks = run_program(
         lambda: OutputBucket("out", OutputBucketArgs(expire_days=1, reader_policy=True))
     )
@@ -145,7 +145,11 @@ def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
             "Sid": "ReadOutputs",
             "Effect": "Allow",
             "Action": "s3:GetObject",
-            "Resource": ["arn:aws:s3:::out-bucket/outputs/*", "arn:aws:s3:::out-bucket/failures/*"],
+            "Resource": [
+                "arn:aws:s3:::out-bucket/outputs/*",
+                "arn:aws:s3:::out-bucket/failures/*",
+                "arn:aws:s3:::out-bucket/books/*",
+            ],
         },
         {
             "Sid": "ListOutputs",
