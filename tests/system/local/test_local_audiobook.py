@@ -22,9 +22,8 @@ import pytest
 from mutagen.mp4 import MP4
 from scipy.signal import resample_poly  # type: ignore[import-untyped]
 
-from tests.lib import epubs
-from tests.lib.audiobook import png, srt_times
-from tests.lib.epubs import AUTHOR, TITLE, chapter_title, make_book
+from tests.lib.audiobook import srt_times
+from tests.lib.epubs import AUTHOR, COVER_PNG, TITLE, chapter_title, make_book
 from tests.lib.local_cli import CLI, RUN_TIMEOUT, exports
 from tts_fleet.client import m4b
 from tts_fleet.client.book_record import chapter_id, parse_book_record, record_key
@@ -38,11 +37,8 @@ PARAGRAPH_PAUSE, CHAPTER_PAUSE = 0.4, 1.0
 
 @pytest.mark.timeout(RUN_TIMEOUT * 2)
 def test_an_epub_becomes_five_jobs_and_one_m4b_with_chapters_at_their_starts(  # type: ignore[no-untyped-def]
-    start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    start, tmp_path: Path
 ) -> None:
-    # tests/lib/epubs.py's 1x1 cover is not a PNG ffmpeg decodes (its IDAT chunk's CRC does not
-    # match), so the book gets one that is: the cover must reach the M4B.
-    monkeypatch.setattr(epubs, "COVER_PNG", png())
     run = start("--keep-running", "--backend", "espeak", "--max-workers", "2", "--tick", "0.3")
     deadline = time.monotonic() + 90
     while "TTS_FLEET_BUCKET=" not in run.stdout():
@@ -91,7 +87,7 @@ def test_an_epub_becomes_five_jobs_and_one_m4b_with_chapters_at_their_starts(  #
     assert [c.title for c in found] == [chapter_title(n) for n in range(1, 6)]
     assert [c.start for c in found] == pytest.approx(starts, abs=0.3)
     assert book.tags["\xa9nam"] == [TITLE] and book.tags["\xa9ART"] == [AUTHOR]
-    assert bytes(book.tags["covr"][0]) == png()
+    assert bytes(book.tags["covr"][0]) == COVER_PNG
     assert sorted(p.name for p in out.glob("*.m4a")) == [f"{i}.m4a" for i in ids]
 
     heard = m4b.decode(out / f"{BOOK}.m4b", 24_000).astype(np.float64)
