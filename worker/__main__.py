@@ -84,6 +84,7 @@ def _speech_client(settings: Settings) -> SpeechClient:
         settings.speech_retries,
         settings.speech_chunk_chars,
         guard=guard_from(settings),
+        word_timestamps=settings.word_timestamps == "on",
     )
 
 

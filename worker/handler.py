@@ -182,6 +182,7 @@ class TtsHandler:
             instance_type=measured.instance_type,
             audio_s_per_s=None if rate is None else round(rate, 3),
             cost_usd=measured.cost_usd,
+            segments=speech.segments,
         )
         with held.writing() as allowed:
             if allowed:

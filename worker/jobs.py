@@ -282,6 +282,28 @@ class QaRecord(_Record):
     pieces: list[PieceQa] = []
 
 
+class WordTime(_Record):
+    """One word's place in the audio, in seconds (the server's forced aligner)."""
+
+    word: str
+    start: float
+    end: float
+
+
+class Segment(_Record):
+    """One sentence of the job's text and where it sits in the job's audio (worker/timings.py):
+    `timing` "aligned" (from the server's word timestamps, WORD_TIMESTAMPS=on) or "estimated"
+    (its piece's measured span shared out by the text, moved to the pauses). `paragraph`: the
+    index of the text's blank-line paragraph it starts in."""
+
+    start: float
+    end: float
+    text: str
+    paragraph: int = 0
+    timing: str = "estimated"
+    words: list[WordTime] | None = None
+
+
 class Manifest(_Record):
     """outputs/<id>.json: written last, so its presence means the job is done."""
 
@@ -321,6 +343,9 @@ class Manifest(_Record):
     instance_type: str | None = None
     audio_s_per_s: float | None = None
     cost_usd: float | None = None
+    # Every sentence's start and end in the audio, in order (Segment); None in manifests written
+    # before them.
+    segments: list[Segment] | None = None
 
     def made_from(self, digest: str) -> bool:
         """Whether this manifest is the output of the request with this digest."""

@@ -48,6 +48,8 @@ QA_ON_FAIL: tuple[str, ...] = get_args(QaOnFail)
 ASR_PORT = 8092
 DEFAULT_ASR_URL = f"http://127.0.0.1:{ASR_PORT}"
 DEFAULT_ASR_MODEL = "openai/whisper-large-v3-turbo"
+WordTimestamps = Literal["off", "on"]
+WORD_TIMESTAMPS: tuple[str, ...] = get_args(WordTimestamps)
 
 
 class SettingsError(ValueError):
@@ -94,6 +96,10 @@ class Settings:
     # Each capacity type's worker-hour price (USD) from the stack's priced pools, for the
     # manifest's cost_usd (worker/throughput.py); empty: no estimate.
     pool_usd_per_hour: tuple[tuple[str, float], ...] = ()
+    # Ask the speech server for word timestamps (`on` only with vLLM-Omni started with
+    # --forced-aligner, which any other server refuses with a 400); `off`: sentence times are
+    # estimated inside each measured piece (worker/timings.py).
+    word_timestamps: WordTimestamps = "off"
 
     @property
     def release_reserve_seconds(self) -> float:
@@ -201,6 +207,7 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "ASR_URL": ("asr_url", _text, False),
     "ASR_MODEL": ("asr_model", _text, False),
     "POOL_USD_PER_HOUR": ("pool_usd_per_hour", _prices, False),
+    "WORD_TIMESTAMPS": ("word_timestamps", _choice(*WORD_TIMESTAMPS), False),
 }
 
 

@@ -20,6 +20,7 @@ guard's retries (worker/qa/).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import re
@@ -31,11 +32,12 @@ import httpx
 import numpy as np
 import soundfile  # type: ignore[import-untyped]
 
-from worker.jobs import Job, QaRecord
+from worker.jobs import Job, QaRecord, Segment, WordTime
 from worker.qa.asr import AsrError
 from worker.qa.checks import max_new_tokens, reached_cap
 from worker.qa.guard import Attempt, Guard, Rendered, rejected_by, seed_for
 from worker.text import error_message, halve, split_text
+from worker.timings import TimedPiece, segments, word_times
 
 log = logging.getLogger("worker.speech")
 # Every piece is requested at this rate, so the raw PCM needs no header to be read.
@@ -103,6 +105,8 @@ class Speech:
     checked: int = 0
     rejected: int = 0
     rejected_by: dict[str, int] | None = None
+    # Every sentence's place in `audio` (worker/timings.py), for the manifest.
+    segments: list[Segment] | None = None
 
 
 def text_cost(text: str) -> int:
@@ -175,6 +179,7 @@ class SpeechClient:
         max_model_len: int = MAX_MODEL_LEN,
         transport: httpx.BaseTransport | None = None,
         guard: Guard | None = None,
+        word_timestamps: bool = False,
     ) -> None:
         """`transport`: httpx's (default, a connection pool); a test passes an
         `httpx.MockTransport` to answer in process. `guard`: the output checks (None: off)."""
@@ -188,6 +193,9 @@ class SpeechClient:
         self.max_model_len = max_model_len
         self.transport = transport
         self.guard = guard
+        # Ask for the forced aligner's word timestamps (WORD_TIMESTAMPS=on: only a server
+        # started with --forced-aligner accepts the field; any other answers 400).
+        self.word_timestamps = word_timestamps
         timeout = httpx.Timeout(timeout_s, connect=5.0)
         self._http = httpx.Client(timeout=timeout, transport=transport)
 
@@ -217,8 +225,10 @@ class SpeechClient:
         pcm = b"".join(r.pcm for r in rendered)
         audio = encode(pcm, job.format)
         seconds = len(pcm) / 2 / PCM_RATE
+        timed = [TimedPiece(r.text, r.pcm, r.words) for r in rendered]
+        spans = segments(job.text, timed, PCM_RATE, text_cost)
         if self.guard is None:
-            return Speech(audio, PCM_RATE, seconds, len(rendered))
+            return Speech(audio, PCM_RATE, seconds, len(rendered), segments=spans)
         records = [r.qa for r in rendered if r.qa is not None]
         return Speech(
             audio,
@@ -229,6 +239,7 @@ class SpeechClient:
             checked=sum(r.attempts for r in records),
             rejected=sum(r.attempts - r.passed for r in records),
             rejected_by=rejected_by(rendered),
+            segments=spans,
         )
 
     def _piece(self, job: Job, text: str, splits: int) -> list[Rendered]:
@@ -242,11 +253,12 @@ class SpeechClient:
             return self._split_again(job, text, splits, str(error))
         if was_cut(text, pcm, headers, job.speed, self.max_model_len):
             return self._split_again(job, text, splits, "the server cut its audio short")
-        return [Rendered(pcm)]
+        return [Rendered(pcm, text=text, words=word_times(headers, job.speed))]
 
     def _checked_piece(self, job: Job, text: str, splits: int, guard: Guard) -> list[Rendered]:
         cap, clamped = self.frame_ceiling(job, text)
         attempts: list[Attempt] = []
+        heard: dict[int, tuple[WordTime, ...] | None] = {}  # seed -> its word timestamps
         for attempt in range(guard.attempts):
             seed = seed_for(job.job_id, attempt)
             payload = self.payload(job, text, seed=seed, max_new_tokens=cap)
@@ -258,6 +270,7 @@ class SpeechClient:
                 attempts.append(guard.ran_away(text, job.speed, seed, str(error)))
                 continue
             frames = _header_int(headers, OUTPUT_TOKENS_HEADER)
+            heard[seed] = word_times(headers, job.speed)
             seconds = len(pcm) / 2 / PCM_RATE
             # A ceiling lowered to fit the context is the context limit: the text is too long.
             context_cut = clamped and reached_cap(frames, seconds, job.speed, cap)
@@ -272,7 +285,10 @@ class SpeechClient:
                 break
             found = "; ".join(map(str, result.findings))
             log.warning("piece of %d characters rejected (seed %d): %s", len(text), seed, found)
-        return [guard.chosen(text, attempts)]
+        chosen = guard.chosen(text, attempts)
+        used = next((a.seed for a in attempts if a.pcm is chosen.pcm), None)
+        words = heard.get(used) if used is not None else None
+        return [dataclasses.replace(chosen, words=words)]
 
     def frame_ceiling(self, job: Job, text: str) -> tuple[int, bool]:
         """`max_new_tokens` for a piece, and whether the talker's context lowered it: the
@@ -318,6 +334,8 @@ class SpeechClient:
             payload["seed"] = seed
         if max_new_tokens is not None:
             payload["max_new_tokens"] = max_new_tokens
+        if self.word_timestamps:
+            payload["word_timestamps"] = True
         return payload
 
     def _with_retries(self, payload: dict[str, Any]) -> tuple[bytes, httpx.Headers]:

@@ -35,6 +35,7 @@ import re
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ class Request:
     sample_rate: int | None
     seed: int | None = None
     max_new_tokens: int | None = None
+    word_timestamps: bool = False
 
 
 def model_variant(model: str) -> str | None:
@@ -185,6 +187,8 @@ def _check_schema(body: Any) -> dict[str, Any]:
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise _schema_error("seed", "Input should be a valid integer")
+    if not isinstance(body.get("word_timestamps", False), bool):
+        raise _schema_error("word_timestamps", "Input should be a valid boolean")
     limit = body.get("max_new_tokens")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise _schema_error("max_new_tokens", "Input should be a valid integer >= 1")
@@ -252,6 +256,7 @@ def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
         fields.get("sample_rate"),
         fields.get("seed"),
         fields.get("max_new_tokens"),
+        bool(fields.get("word_timestamps", False)),
     )
 
 
@@ -410,10 +415,48 @@ class Handler(BaseHTTPRequestHandler):
         headers = usage_headers(request, result.output_tokens)
         if piece.fault:
             headers[FAULT_HEADER] = piece.fault
+        if request.word_timestamps:
+            headers.update(word_timestamp_headers(request.text, audio.size / rate, request.speed))
         self._send(200, body, media_type, headers)
 
 
 FAULT_HEADER = "X-TTS-FLEET-FAULT"
+# The word timestamps of a non-streaming answer, and their cap (serving_speech.py
+# create_speech: a JSON list of {word, start_ms, end_ms}, ASCII-escaped; past 4,096 bytes the
+# other header says so instead).
+WORD_TIMESTAMPS_HEADER = "X-Word-Timestamps"
+WORD_TIMESTAMPS_OMITTED_HEADER = "X-Word-Timestamps-Omitted"
+WORD_TIMESTAMPS_LIMIT = 4_096
+
+
+def aligned_words(text: str) -> list[str]:
+    """The forced aligner's words for space-separated text (qwen3_force_align_processor's
+    port: split on whitespace, keep letters, digits and the apostrophe). Han, kana and hangul
+    are not cut into characters here: the worker then finds the counts differ and estimates."""
+    words = ("".join(c for c in s if c == "'" or unicodedata.category(c)[0] in "LN")
+             for s in text.split())  # fmt: skip
+    return [w for w in words if w]
+
+
+def word_timestamp_headers(text: str, seconds: float, speed: float) -> dict[str, str]:
+    """A stand-in for the aligner: the audio's length shared by the words in proportion to
+    their letters (not measured: espeak's own word events are not read), a tenth of each
+    share left as the gap after it. In milliseconds of the audio before the time stretch, as
+    the real aligner measures it, so a client divides by the speed."""
+    words = aligned_words(text)
+    total = sum(len(w) + 1 for w in words) or 1
+    stamps, at = [], 0.0
+    for word in words:
+        share = seconds * speed * (len(word) + 1) / total
+        stamps.append(
+            {"word": word, "start_ms": round(at * 1000), "end_ms": round((at + 0.9 * share) * 1000)}
+        )
+        at += share
+    encoded = json.dumps(stamps)
+    if len(encoded) > WORD_TIMESTAMPS_LIMIT:
+        limit = WORD_TIMESTAMPS_LIMIT
+        return {WORD_TIMESTAMPS_OMITTED_HEADER: f"oversize; bytes={len(encoded)}; limit={limit}"}
+    return {WORD_TIMESTAMPS_HEADER: encoded}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from worker.jobs import Job, PieceQa, QaRecord
+from worker.jobs import Job, PieceQa, QaRecord, WordTime
 from worker.qa.asr import AsrClient
 from worker.qa.checks import (
     RUNAWAY,
@@ -84,6 +84,9 @@ class Rendered:
     qa: PieceQa | None = None
     # Every attempt's failed checks, by name, for the metrics.
     rejected: list[str] = field(default_factory=list)
+    # The piece's text, and the server's word timestamps of the attempt used (worker/timings.py).
+    text: str = ""
+    words: tuple[WordTime, ...] | None = None
 
 
 class Guard:
@@ -161,7 +164,7 @@ class Guard:
             excerpt=_excerpt(text),
         )
         rejected = [f.check for a in attempts for f in a.findings]
-        return Rendered(best.pcm, record, rejected)
+        return Rendered(best.pcm, record, rejected, text)
 
     def stops_at(self, rendered: Rendered) -> bool:
         """Whether the rest of the job is not worth rendering: a piece failed for good and the

@@ -195,3 +195,10 @@ def test_bad_output_checks_settings_are_named() -> None:
         "QA_MAX_WER='2': must be between 0 and 1; "
         "QA_ON_FAIL='drop': must be one of fail, keep"
     )
+
+
+def test_word_timestamps_are_off_unless_turned_on() -> None:
+    assert load_settings(REQUIRED).word_timestamps == "off"
+    assert load_settings({**REQUIRED, "WORD_TIMESTAMPS": "on"}).word_timestamps == "on"
+    with pytest.raises(SettingsError, match="WORD_TIMESTAMPS='yes': must be one of off, on"):
+        load_settings({**REQUIRED, "WORD_TIMESTAMPS": "yes"})

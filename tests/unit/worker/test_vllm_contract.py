@@ -225,3 +225,32 @@ def test_a_seeded_runaway_is_the_answer_the_worker_reads_as_one(omni: Path) -> N
     from worker.speech import _NO_END_OF_SPEECH
 
     assert _NO_END_OF_SPEECH.search("Qwen3-TTS Base did not emit codec EOS before its token")
+
+
+def test_a_body_asking_for_word_timestamps_is_a_valid_request(protocol: ModuleType) -> None:
+    # WORD_TIMESTAMPS=on: the field the real request model reads, with and without the checks.
+    job = Job(text="Hello there. Goodbye.", speed=1.5)
+    asking = SpeechClient("http://unused", model=DEFAULT_MODEL, word_timestamps=True)
+    for body in (
+        asking.payload(job, job.text),
+        asking.payload(job, job.text, seed=7, max_new_tokens=90),
+    ):
+        assert body["word_timestamps"] is True
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+    silent = SpeechClient("http://unused", model=DEFAULT_MODEL)
+    assert "word_timestamps" not in silent.payload(job, job.text)
+
+
+def test_word_timestamps_come_as_the_servers_headers(omni: Path) -> None:
+    # The header names, the item keys and the 4 KB cap the worker and the stand-in rely on.
+    from worker import timings
+
+    serving = (omni / "entrypoints/openai/serving_speech.py").read_text()
+    assert f'headers["{speech_server.WORD_TIMESTAMPS_HEADER}"] = ts_json' in serving
+    assert f'headers["{speech_server.WORD_TIMESTAMPS_OMITTED_HEADER}"]' in serving
+    assert f"if len(ts_json) <= {speech_server.WORD_TIMESTAMPS_LIMIT}:" in serving
+    assert speech_server.WORD_TIMESTAMPS_HEADER.lower() == timings.WORD_TIMESTAMPS_HEADER
+    aligner = (omni / "utils/forced_aligner.py").read_text()
+    assert '{"word": w, "start_ms": int(p[0]), "end_ms": int(p[1])}' in aligner
+    port = (omni / "utils/qwen3_force_align_processor.py").read_text()
+    assert "for seg in text.split():" in port  # the segmentation aligner_words follows
