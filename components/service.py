@@ -76,6 +76,7 @@ def worker_environment(
         aws_region=region,
         speech_url=DEFAULT_SPEECH_URL,  # vLLM-Omni beside the worker, in the same container
         speech_model=worker.model,
+        speech_task_type=worker.task_type,  # the checkpoint's task (library voices' kind)
         concurrency=worker.concurrency,
         visibility_timeout=queue.visibility_timeout_seconds,
         max_text_chars=worker.max_text_chars,

@@ -509,3 +509,15 @@ def test_the_manifest_and_the_failure_record_carry_the_qa_report() -> None:
         "characters", "seconds", "expected_seconds", "longest_silence_s", "wer", "attempts",
         "seeds", "passed", "failed", "excerpt",
     }  # fmt: skip
+
+
+# ---- voices (issue 25) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task_type", ["Base", "VoiceDesign"])
+def test_the_task_definitions_task_type_is_the_stacks(task_type: str) -> None:
+    # A model whose name says no task type, so any worker.taskType goes with it.
+    worker = {**WORKER_CONFIG, "taskType": task_type}
+    settings = load_settings(_task_env(run_platform({"worker": worker, "queue": QUEUE_CONFIG})))
+    assert settings.speech_task_type == task_type
+    assert StackConfig.from_raw({"worker": worker}).worker.task_type == task_type
