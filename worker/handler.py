@@ -158,6 +158,7 @@ class TtsHandler:
             message_id=held.message_id,
             sender_id=held.sender_id,
             qa=speech.qa,
+            voice_library=speech.voice,
         )
         with held.writing() as allowed:
             if allowed:
