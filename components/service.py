@@ -150,6 +150,7 @@ class WorkerService(pulumi.ComponentResource):
             bucket_arn=args.bucket_arn,
             protection_arn=protection,
             s3_weights=args.worker.weights == "s3",
+            voices=args.worker.task_type != "CustomVoice",  # its jobs name library voices
         )
         task_role = self._role(name, "task", permissions, args.cluster_arn)
         task_definition = aws.ecs.TaskDefinition(

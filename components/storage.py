@@ -28,7 +28,7 @@ from pydantic import Field
 from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.controller.settings import STATE_KEY
-from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, VOICES_PREFIX
 from worker.settings import CACHE_PREFIX
 
 # Incomplete multipart uploads (an interrupted large upload) are billed until aborted.
@@ -151,6 +151,13 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
                 "Resource": [arn.apply(_under(prefix)) for prefix in READ_PREFIXES],
+            },
+            {
+                # `tts-fleet voices list` and `preview` read the voice library.
+                "Sid": "ReadVoices",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": arn.apply(_under(VOICES_PREFIX)),
             },
             {
                 # As the task role's SeeOwnOutputs: no s3:prefix condition, so a GET of a key

@@ -23,7 +23,9 @@ from tts_fleet.client.submit import (
     preflight_queue,
     submit_jobs,
 )
+from tts_fleet.client.voices import voice_names
 from tts_fleet.exit_codes import ExitCode
+from worker.jobs import CUSTOM_VOICE_SPEAKERS
 
 
 @click.command()
@@ -58,7 +60,8 @@ def submit(
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
-    loaded = load_jobs(source, target.max_text_chars, defaults, split_chars)
+    voices = known_voices(target)
+    loaded = load_jobs(source, target.max_text_chars, defaults, split_chars, voices=voices)
     receipt = SubmitReceipt.before_sending(queue_url, loaded)
     for line in loaded.invalid:
         click.secho(f"invalid: {line.describe()}", err=True, fg="red")
@@ -87,6 +90,15 @@ def submit(
     receipt.ids = [job_id for job_id in loaded.ids if job_id in sent]
     receipt.elapsed_s = round(time.monotonic() - started, 3)
     ctx.exit(finish_submit(receipt, as_json, ExitCode.FAILED if report.failed else ExitCode.OK))
+
+
+def known_voices(target: Target) -> tuple[str, ...]:
+    """The voices a job may name: the CustomVoice speakers and the stack's voice library,
+    listed once per submit (just the speakers when no bucket is known)."""
+    if not target.bucket:
+        return CUSTOM_VOICE_SPEAKERS
+    library = voice_names(client_for("s3", target.aws), target.bucket, target.prefix)
+    return (*CUSTOM_VOICE_SPEAKERS, *library)
 
 
 def note_existing(receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, threads: int) -> None:

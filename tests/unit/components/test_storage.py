@@ -148,6 +148,12 @@ def test_the_reader_policy_reads_outputs_and_failures_only() -> None:
             "Resource": ["arn:aws:s3:::out-bucket/outputs/*", "arn:aws:s3:::out-bucket/failures/*"],
         },
         {
+            "Sid": "ReadVoices",  # tts-fleet voices list / preview (issue 25)
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::out-bucket/voices/*",
+        },
+        {
             "Sid": "ListOutputs",
             "Effect": "Allow",
             "Action": "s3:ListBucket",
