@@ -225,3 +225,46 @@ def test_a_seeded_runaway_is_the_answer_the_worker_reads_as_one(omni: Path) -> N
     from worker.speech import _NO_END_OF_SPEECH
 
     assert _NO_END_OF_SPEECH.search("Qwen3-TTS Base did not emit codec EOS before its token")
+
+
+# ---- library voices (issue 25) -------------------------------------------------------------
+
+
+def library_bodies(task_type: str) -> list[dict[str, Any]]:
+    """What a Base or VoiceDesign worker sends for jobs naming library voices, with and without
+    a seed and instructions."""
+    from tests.lib.voices import StubBucket, clip, clone_record, design_record
+    from worker.voices import VoiceLibrary
+
+    audio = clip()
+    bucket = StubBucket.of(
+        (clone_record("narrator", audio), audio), (design_record("elder", "An old man."), None)
+    )
+    voice = "narrator" if task_type == "Base" else "elder"
+    library = VoiceLibrary(bucket, "b", "", task_type)
+    bodies = []
+    client = SpeechClient("http://unused", model="m", task_type=task_type, voices=library)
+    for seed, instructions in itertools.product((None, 7), ("", "Slowly.")):
+        job = Job(text="Hello.", voice=voice, seed=seed, instructions=instructions)
+        bodies.append(client.payload(job, job.text, seed=job.seed))
+    return bodies
+
+
+def test_a_clone_jobs_requests_are_valid_base_requests(protocol: ModuleType) -> None:
+    bodies = library_bodies("Base")
+    for body in bodies:
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+        # Qwen3TTSAdapter.validate's Base rules: a data URL it accepts, a transcript, no name
+        # (a name would be looked up among the server's own stored voices).
+        assert body["ref_audio"].startswith("data:audio/wav;base64,")
+        assert body["ref_text"] == "Hello there." and "voice" not in body
+    assert any("seed" in body for body in bodies) and any("seed" not in body for body in bodies)
+
+
+def test_a_design_jobs_requests_are_valid_voice_design_requests(protocol: ModuleType) -> None:
+    bodies = library_bodies("VoiceDesign")
+    for body in bodies:
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+        assert body["instructions"].startswith("An old man.") and "voice" not in body
+        assert "ref_text" not in body and "ref_audio" not in body
+    assert {body["instructions"] for body in bodies} == {"An old man.", "An old man. Slowly."}
