@@ -245,3 +245,40 @@ def _exists(s3: Any, bucket: str, key: str) -> bool:
 
 def _code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
+
+
+@dataclass(frozen=True)
+class VoiceFile:
+    """A voice given as `NAME=PATH` (`tts-fleet local --library-voice`): PATH a WAV reference
+    with its transcript beside it in PATH.txt (a clone voice), or a .txt description."""
+
+    name: str
+    reference: Reference | None
+    ref_text: str
+    description: str
+
+    @classmethod
+    def parse(cls, spec: str) -> VoiceFile:
+        name, sep, where = spec.partition("=")
+        if not sep or not where:
+            raise VoiceError(
+                f"{spec!r}: give NAME=REF.wav (transcript in REF.txt) or NAME=DESC.txt"
+            )
+        path = Path(where)
+        check_name(name)
+        if path.suffix.lower() == ".txt":
+            return cls(name, None, "", _read_text(path))
+        return cls(name, read_reference(path), _read_text(path.with_suffix(".txt")), "")
+
+    def add(self, s3: Any, bucket: str, prefix: str, added_by: str) -> VoiceRecord:
+        return add_voice(
+            s3, bucket, prefix, self.name, added_by=added_by, reference=self.reference,
+            ref_text=self.ref_text, description=self.description,
+        )  # fmt: skip
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise VoiceError(f"{path}: {error}") from None

@@ -24,7 +24,8 @@ from pathlib import Path
 from rich.console import Console
 
 from tts_fleet.client.stack import ENV_BUCKET, ENV_DLQ_URL, ENV_QUEUE_URL
-from tts_fleet.config.models import StackConfig
+from tts_fleet.client.voices import VoiceFile
+from tts_fleet.config.models import StackConfig, checkpoint_of
 from tts_fleet.config.stack_file import StackFile, with_overrides
 from tts_fleet.cost.pools import pool_specs
 from tts_fleet.local import emulator as local_aws
@@ -44,7 +45,7 @@ from tts_fleet.scaling.physics import Batching
 from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Policy
 from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 from tts_fleet.sim.capacity import Capacity, CapacityError, Outage
-from worker.jobs import OUTPUTS_PREFIX, Job
+from worker.jobs import CUSTOM_VOICE_SPEAKERS, OUTPUTS_PREFIX, Job
 from worker.settings import worker_env
 
 # The metrics' Stack dimension when the run reads no stack file.
@@ -98,6 +99,9 @@ class LocalOptions:
     # Issue 21: a share of bad pieces from the speech server (speech_faults.py), by this seed.
     faults: str | None = None
     fault_seed: int = 0
+    # Issue 25: worker.taskType, and `NAME=PATH` voices added to the run's library.
+    task_type: str | None = None
+    library_voices: tuple[str, ...] = ()
 
 
 CAPPED = ("minWorkers", "maxWorkers")  # a schedule's bounds, capped by --max-workers
@@ -112,7 +116,7 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         "idleMinutes": options.idle_ticks,
         "mode": options.mode,
     }
-    raw = with_overrides(raw, {"scaling": scaling})
+    raw = with_overrides(raw, {"scaling": scaling, "worker": _task_override(options)})
     if options.max_workers is not None and isinstance(raw.get("scaling"), dict):
         # A stack's schedules are sized for its GPUs; here --max-workers caps them too, or
         # prod's `maxWorkers: 40` schedule would refuse a laptop's `--max-workers 6`.
@@ -122,6 +126,21 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         if isinstance(gpu, dict) and isinstance(gpu.get("pools"), list):
             gpu["pools"] = _capped(gpu["pools"], cap)  # a pool's bounds sit inside scaling's
     return StackConfig.from_raw(raw)  # ConfigError names each bad key
+
+
+# Here no image is built or pulled: the stand-in serves any checkpoint by name, so a task
+# type's checkpoint needs no pinned revision (worker.modelRevision's rule is for builds).
+LOCAL_IMAGE = "tts-fleet-local-stand-in"
+# Who added a --library-voice, in its record.
+LOCAL_VOICE_ADDER = "tts-fleet local --library-voice"
+
+
+def _task_override(options: LocalOptions) -> dict[str, str | None]:
+    """--task-type: worker.taskType and its checkpoint (served by the stand-in)."""
+    if options.task_type is None:
+        return {}
+    model = checkpoint_of(options.task_type)
+    return {"taskType": options.task_type, "model": model, "image": LOCAL_IMAGE}
 
 
 def _capped(entries: object, cap: int) -> list[object]:
@@ -227,6 +246,8 @@ class LocalRun:
         stack.callback(emulator.stop)
         self.aws = local_aws.create_resources(endpoint, self.cfg, self.options.visibility_timeout)
         self.events.write("emulator_started", endpoint=endpoint, queue_url=self.aws.queue_url)
+        for spec in self.options.library_voices:  # checked by jobs_for before the run
+            VoiceFile.parse(spec).add(self.aws.s3, self.aws.bucket, "", LOCAL_VOICE_ADDER)
         self.agent = EcsAgent()
         self.agent.start()
         stack.callback(self.agent.stop)
@@ -237,7 +258,7 @@ class LocalRun:
             self.log_dir / "speech-server.log",
             SPEECH_START_TIMEOUT_SECONDS,
             self.stopper.stop.is_set,
-            extra_args=self.fault_args(),
+            extra_args=(*self.fault_args(), "--model", self.cfg.worker.model),
         )
         stack.callback(procs.stop, speech, 3.0)
         self.speech = speech
@@ -297,6 +318,7 @@ class LocalRun:
             aws_region=local_aws.REGION,
             speech_url=self.speech_url,
             speech_model=worker.model,
+            speech_task_type=worker.task_type,
             asr_url=self.asr_url,
             concurrency=worker.concurrency,
             visibility_timeout=self.options.visibility_timeout,
@@ -397,7 +419,9 @@ def summary_json(summary: Summary) -> str:
 
 
 def jobs_for(options: LocalOptions, cfg: StackConfig) -> tuple[list[Job], list[str]]:
-    """The demo jobs or the user's input, and one line per invalid input."""
+    """The demo jobs or the user's input, and one line per invalid input. Raises VoiceError
+    for a --library-voice that cannot be a voice, before anything starts."""
+    library = tuple(VoiceFile.parse(spec).name for spec in options.library_voices)
     if options.demo:
         from tts_fleet.local.demo import demo_jobs
 
@@ -409,8 +433,9 @@ def jobs_for(options: LocalOptions, cfg: StackConfig) -> tuple[list[Job], list[s
         from tts_fleet.client.inputs import load_jobs
 
         loaded = load_jobs(
-            options.input, cfg.worker.max_text_chars, _job_defaults(options), options.split_chars
-        )
+            options.input, cfg.worker.max_text_chars, _job_defaults(options), options.split_chars,
+            voices=(*CUSTOM_VOICE_SPEAKERS, *library),
+        )  # fmt: skip
         return loaded.valid, [line.describe() for line in loaded.invalid]
     return [], []
 
