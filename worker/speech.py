@@ -36,7 +36,7 @@ from worker.qa.asr import AsrError
 from worker.qa.checks import max_new_tokens, reached_cap
 from worker.qa.guard import Attempt, Guard, Rendered, rejected_by, seed_for
 from worker.text import error_message, halve, split_text
-from worker.voices import VoiceError, VoiceLibrary
+from worker.voices import ResolvedVoice, VoiceError, VoiceLibrary
 
 log = logging.getLogger("worker.speech")
 # Every piece is requested at this rate, so the raw PCM needs no header to be read.
@@ -233,17 +233,27 @@ class SpeechClient:
         return self.voices is not None and self.voices.active
 
     def _library_voice(self, job: Job) -> tuple[dict[str, Any], VoiceUse]:
-        """The request fields and the record of the library voice the job names (read once
-        per task: the library caches it). A voice that is not there, or not of this task
-        type, fails the job; a read that failed is tried again later."""
+        """The request fields and the record of the library voice the job names."""
+        resolved = self._resolve(job)
+        return resolved.fields, resolved.use
+
+    def _library_voice_prompt(self, job: Job) -> tuple[str, int]:
+        """The text a library voice adds to the prompt, and its clip's codec frames."""
+        resolved = self._resolve(job)
+        said = str(resolved.fields.get("ref_text", resolved.fields.get("instructions", "")))
+        return said, resolved.reference_frames
+
+    def _resolve(self, job: Job) -> ResolvedVoice:
+        """The library voice the job names (read once per task: the library caches it). A
+        voice that is not there, or not of this task type, fails the job; a read that failed
+        is tried again later."""
         assert self.voices is not None
         try:
-            resolved = self.voices.resolve(job.voice, job.instructions)
+            return self.voices.resolve(job.voice, job.instructions)
         except VoiceError as error:
             if error.transient:
                 raise TransientSpeechError(str(error)) from None
             raise PermanentSpeechError(str(error)) from None
-        return resolved.fields, resolved.use
 
     def _synthesize(self, job: Job) -> Speech:
         rendered: list[Rendered] = []
@@ -316,6 +326,9 @@ class SpeechClient:
         checks' ceiling (worker/qa/checks.py), kept below the context less the prompt (text
         and instructions at a generous 4 Latin or 1 CJK character a token, and the margin)."""
         prompt = (text_cost(text) + text_cost(job.instructions)) // 4 + 1
+        if self._uses_library():  # the voice's transcript or description, and its clip
+            fields, voice = self._library_voice_prompt(job)
+            prompt += text_cost(fields) // 4 + voice
         room = self.max_model_len - prompt - CONTEXT_MARGIN
         wanted = max_new_tokens(text)
         if wanted <= room:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 from worker.jobs import (
     MAX_INSTRUCTIONS_CHARS,
     MAX_REF_AUDIO_BYTES,
+    MAX_REF_SECONDS,
     MAX_VOICE_RECORD_BYTES,
     VoiceRecord,
     VoiceUse,
@@ -32,6 +34,7 @@ from worker.jobs import (
     voice_audio_key,
     voice_record_key,
 )
+from worker.qa.checks import CODEC_FRAME_RATE
 
 # The task type each kind of library voice is for.
 KIND_OF_TASK = {"Base": "clone", "VoiceDesign": "design"}
@@ -51,6 +54,9 @@ class ResolvedVoice:
 
     fields: dict[str, Any]  # request fields: ref_audio + ref_text, or instructions
     use: VoiceUse
+    # Codec frames of the reference clip, which a Base prompt carries before the text (12.5 a
+    # second, Qwen3-TTS-12Hz): the talker's context has that much less room for the audio.
+    reference_frames: int = 0
 
 
 class VoiceLibrary:
@@ -78,7 +84,8 @@ class VoiceLibrary:
                 )
             return ResolvedVoice({"instructions": said}, record.use())
         fields: dict[str, Any] = {"ref_audio": audio_url, "ref_text": record.ref_text}
-        return ResolvedVoice(fields, record.use())
+        frames = math.ceil((record.duration_s or MAX_REF_SECONDS) * CODEC_FRAME_RATE)
+        return ResolvedVoice(fields, record.use(), frames)
 
     def _load(self, voice: str) -> tuple[VoiceRecord, str]:
         with self._lock:

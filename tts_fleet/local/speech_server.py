@@ -256,7 +256,7 @@ def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
         raise bad_request("VoiceDesign task requires 'instructions' to describe the voice")
     if len(instructions) > MAX_INSTRUCTIONS:
         raise bad_request(f"Instructions too long (max {MAX_INSTRUCTIONS} characters)")
-    if task_type == "Base":
+    if task_type == "Base" and ref_audio is not None:  # _check_reference required it
         speaker = stand_in_speaker(_first(ref_audio))
     elif task_type == "VoiceDesign":
         speaker = stand_in_speaker(instructions)

@@ -70,8 +70,8 @@ def test_clone_jobs_speak_in_their_voices_and_name_their_consent(
         j.job_id: Manifest.model_validate_json(read(s3, bucket, manifest_key(j.job_id)))
         for j in jobs[:2]
     }
-    audio = {i: read(s3, bucket, m.audio_key) for i, m in manifests.items()}
-    assert hashlib.sha256(audio["c-ann"]).digest() != hashlib.sha256(audio["c-bob"]).digest()
+    said = {i: read(s3, bucket, m.audio_key) for i, m in manifests.items()}
+    assert hashlib.sha256(said["c-ann"]).digest() != hashlib.sha256(said["c-bob"]).digest()
     for job_id, voice in (("c-ann", "ann"), ("c-bob", "bob")):
         used = manifests[job_id].voice_library
         assert used is not None and used.name == voice
