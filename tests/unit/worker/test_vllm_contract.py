@@ -268,3 +268,27 @@ def test_a_design_jobs_requests_are_valid_voice_design_requests(protocol: Module
         assert body["instructions"].startswith("An old man.") and "voice" not in body
         assert "ref_text" not in body and "ref_audio" not in body
     assert {body["instructions"] for body in bodies} == {"An old man.", "An old man. Slowly."}
+
+
+@pytest.mark.parametrize("task_type", ["", "CustomVoice", "VoiceDesign", "Base"])
+def test_the_start_up_probe_of_each_task_type_is_a_valid_request(
+    protocol: ModuleType, task_type: str
+) -> None:
+    # A Base or VoiceDesign worker's probe brings its own voice: its jobs name library voices.
+    import base64
+    import io
+
+    import soundfile  # type: ignore[import-untyped]
+
+    from worker import startup
+
+    body = startup._probe_body(SpeechClient("http://unused", DEFAULT_MODEL, task_type))
+    check_body(protocol.OpenAICreateSpeechRequest, body)
+    if task_type == "Base":
+        assert "voice" not in body and body["ref_text"].strip()
+        wav = base64.b64decode(body["ref_audio"].removeprefix("data:audio/wav;base64,"))
+        assert soundfile.info(io.BytesIO(wav)).duration == 1.0
+    elif task_type == "VoiceDesign":
+        assert "voice" not in body and body["instructions"]
+    else:
+        assert body["voice"] == "Vivian" and "ref_audio" not in body
