@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import click
+from botocore.exceptions import BotoCoreError, ClientError
 
 from tts_fleet.cli import look
 from tts_fleet.cli.options import json_flag, split_chars_option, threads_option
@@ -60,8 +61,10 @@ def submit(
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
-    voices = known_voices(target)
+    voices, unlisted = known_voices(target)
     loaded = load_jobs(source, target.max_text_chars, defaults, split_chars, voices=voices)
+    if unlisted and any("unknown voice" in line.reason for line in loaded.invalid):
+        click.echo(f"warning: {unlisted}", err=True)
     receipt = SubmitReceipt.before_sending(queue_url, loaded)
     for line in loaded.invalid:
         click.secho(f"invalid: {line.describe()}", err=True, fg="red")
@@ -92,13 +95,17 @@ def submit(
     ctx.exit(finish_submit(receipt, as_json, ExitCode.FAILED if report.failed else ExitCode.OK))
 
 
-def known_voices(target: Target) -> tuple[str, ...]:
+def known_voices(target: Target) -> tuple[tuple[str, ...], str | None]:
     """The voices a job may name: the CustomVoice speakers and the stack's voice library,
-    listed once per submit (just the speakers when no bucket is known)."""
+    listed once per submit; just the speakers when no bucket is known or it cannot be listed
+    (then also why, for the jobs refused for their voice)."""
     if not target.bucket:
-        return CUSTOM_VOICE_SPEAKERS
-    library = voice_names(client_for("s3", target.aws), target.bucket, target.prefix)
-    return (*CUSTOM_VOICE_SPEAKERS, *library)
+        return CUSTOM_VOICE_SPEAKERS, None
+    try:
+        library = voice_names(client_for("s3", target.aws), target.bucket, target.prefix)
+    except (ClientError, BotoCoreError) as error:
+        return CUSTOM_VOICE_SPEAKERS, f"the voice library cannot be listed: {error}"
+    return (*CUSTOM_VOICE_SPEAKERS, *library), None
 
 
 def note_existing(receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, threads: int) -> None:

@@ -176,3 +176,16 @@ def test_an_unreadable_record_is_named_by_list(aws: tuple[Any, Any, str]) -> Non
     listed = json.loads(run("list", "--json").stdout)
     assert listed["voices"] == []
     assert len(listed["unreadable"]) == 2
+
+
+def test_a_library_that_cannot_be_listed_is_named_when_a_voice_is_refused(
+    aws: tuple[Any, Any, str], tmp_path: Path
+) -> None:
+    queue_url = aws[2]
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps({"id": "a", "text": "Hi.", "voice": "elder"}) + "\n")
+    args = ["submit", str(jobs), "--bucket", "no-such-bucket", "--queue-url", queue_url]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 2
+    assert "warning: the voice library cannot be listed: " in refused.output
+    assert "NoSuchBucket" in refused.output and "unknown voice 'elder'" in refused.output
