@@ -79,6 +79,7 @@ def worker_environment(
         aws_region=region,
         speech_url=DEFAULT_SPEECH_URL,  # vLLM-Omni beside the worker, in the same container
         speech_model=worker.model,
+        speech_task_type=worker.task_type,  # the checkpoint's task (library voices' kind)
         concurrency=worker.concurrency,
         visibility_timeout=queue.visibility_timeout_seconds,
         max_text_chars=worker.max_text_chars,
@@ -168,6 +169,7 @@ class WorkerService(pulumi.ComponentResource):
             bucket_arn=args.bucket_arn,
             protection_arn=protection,
             s3_weights=args.worker.weights == "s3",
+            voices=args.worker.task_type != "CustomVoice",  # its jobs name library voices
         )
         task_role = self._role(name, "task", permissions, args.cluster_arn)
         task_definition = aws.ecs.TaskDefinition(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pulumi
 
-from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, VOICES_PREFIX
 from worker.settings import CACHE_PREFIX, WEIGHTS_PREFIX
 
 CONTAINER_NAME = "worker"
@@ -81,6 +81,17 @@ def weights_statements(bucket_arn: pulumi.Input[str]) -> list[dict]:
     ]
 
 
+def voices_statement(bucket_arn: pulumi.Input[str]) -> dict:
+    """A Base or VoiceDesign stack: the task reads the voice library (`voices/`, written by an
+    operator's `tts-fleet voices add`, never by a task)."""
+    return {
+        "Sid": "ReadVoices",
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": pulumi.Output.concat(bucket_arn, "/", VOICES_PREFIX, "*"),
+    }
+
+
 def task_policy(
     *,
     queue_arn: pulumi.Input[str],
@@ -88,11 +99,13 @@ def task_policy(
     bucket_arn: pulumi.Input[str],
     protection_arn: pulumi.Input[str],
     s3_weights: bool = False,
+    voices: bool = False,
 ) -> dict:
     """The worker's role: this queue, this DLQ, two prefixes of this bucket, its own
     protection; with `s3_weights` also the model snapshot and the compile caches."""
     objects = [pulumi.Output.concat(bucket_arn, "/", p, "*") for p in OUTPUT_PREFIXES]
     weights = weights_statements(bucket_arn) if s3_weights else []
+    weights += [voices_statement(bucket_arn)] if voices else []
     return {
         "Version": "2012-10-17",
         "Statement": [

@@ -30,7 +30,7 @@ from components.args import ComponentArgs, StrInput
 from components.iam import deny_insecure_transport
 from tts_fleet.controller.settings import STATE_KEY
 from tts_fleet.scaling.batches import BATCHES_PREFIX, FORECASTS_KEY
-from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX
+from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, VOICES_PREFIX
 from worker.settings import CACHE_PREFIX
 
 # Incomplete multipart uploads (an interrupted large upload) are billed until aborted.
@@ -176,6 +176,13 @@ def reader_policy(bucket_arn: pulumi.Input[str]) -> dict:
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
                 "Resource": [arn.apply(_under(BATCHES_PREFIX)), arn.apply(_key(FORECASTS_KEY))],
+            },
+            {
+                # `tts-fleet voices list` and `preview` read the voice library.
+                "Sid": "ReadVoices",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": arn.apply(_under(VOICES_PREFIX)),
             },
             {
                 # As the task role's SeeOwnOutputs: no s3:prefix condition, so a GET of a key

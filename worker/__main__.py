@@ -48,6 +48,7 @@ from worker.startup import (  # noqa: E402
     check_model,
     check_storage,
 )
+from worker.voices import VoiceLibrary  # noqa: E402
 
 log = logging.getLogger("worker")
 EXIT_MISCONFIGURED = 2
@@ -75,7 +76,10 @@ def _clients(settings: Settings) -> tuple[Any, Any, Any]:
     )
 
 
-def _speech_client(settings: Settings) -> SpeechClient:
+def _speech_client(settings: Settings, s3: Any) -> SpeechClient:
+    library = VoiceLibrary(
+        s3, settings.output_bucket, settings.output_prefix, settings.speech_task_type
+    )
     return SpeechClient(
         settings.speech_url,
         settings.speech_model,
@@ -85,6 +89,7 @@ def _speech_client(settings: Settings) -> SpeechClient:
         settings.speech_chunk_chars,
         guard=guard_from(settings),
         word_timestamps=settings.word_timestamps == "on",
+        voices=library,
     )
 
 
@@ -141,7 +146,7 @@ def main() -> int:
     except Exception as error:  # e.g. a malformed AWS_ENDPOINT_URL
         log.error("configuration error: cannot create AWS clients: %s", error)
         return EXIT_MISCONFIGURED
-    speech = _speech_client(settings)
+    speech = _speech_client(settings, s3)
     metrics = Metrics(stack=settings.stack_name)
     cold = _cold_start(settings, metrics)
     try:

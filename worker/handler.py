@@ -183,6 +183,7 @@ class TtsHandler:
             audio_s_per_s=None if rate is None else round(rate, 3),
             cost_usd=measured.cost_usd,
             segments=speech.segments,
+            voice_library=speech.voice,
         )
         with held.writing() as allowed:
             if allowed:

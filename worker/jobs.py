@@ -39,6 +39,8 @@ LANGUAGES = frozenset(
 CUSTOM_VOICE_SPEAKERS = (
     "Vivian", "Serena", "Uncle_Fu", "Dylan", "Eric", "Ryan", "Aiden", "Ono_Anna", "Sohee",
 )  # fmt: skip
+# A vLLM-Omni seed is a signed 64-bit integer; 31 bits keep it positive in every client.
+MAX_SEED = 2**31 - 1
 # Under the stack's output prefix: audio and manifests, and failure records (DESIGN §3.3).
 OUTPUTS_PREFIX = "outputs/"
 FAILURES_PREFIX = "failures/"
@@ -65,6 +67,10 @@ class Job(BaseModel):
     instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
     format: AudioFormat = "wav"
     speed: float = Field(1.0, ge=MIN_SPEED, le=MAX_SPEED)
+    # The first rendering's seed of every piece (None: derived from the job id; re-renders
+    # derive theirs from it: worker/speech.py job_seed), so a voice stays the same across
+    # pieces and re-renders. Left out of the request while unset, so no job's digest changed.
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
 
     @field_validator("text")
     @classmethod
@@ -100,8 +106,10 @@ class Job(BaseModel):
         return self.id if self.id is not None else derive_id(self.request())
 
     def request(self) -> dict[str, Any]:
-        """The synthesis request without the id: what makes two jobs the same work."""
-        return self.model_dump(exclude={"id"})
+        """The synthesis request without the id: what makes two jobs the same work (an unset
+        seed left out, so a job from before it has the digest it had)."""
+        unset = {"seed"} if self.seed is None else set()
+        return self.model_dump(exclude={"id", *unset})
 
     def digest(self) -> str:
         """SHA-256 of the canonical request: the derived id is its first 32 characters."""
@@ -116,7 +124,8 @@ class Job(BaseModel):
 
     def body(self) -> str:
         """The SQS message body, with the id made explicit."""
-        return json.dumps(self.with_id().model_dump(), ensure_ascii=False, separators=(",", ":"))
+        body = {"id": self.job_id, **self.request()}
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def is_job_id(candidate: object) -> TypeGuard[str]:
@@ -304,6 +313,87 @@ class Segment(_Record):
     words: list[WordTime] | None = None
 
 
+# ---- The voice library (issue 25): voices/<name>.json and voices/<name>.wav --------------
+VOICES_PREFIX = "voices/"
+VOICE_AUDIO_SUFFIX = ".wav"
+# A voice name: a job's `voice`, and a key of its own under voices/ (no dots, no slashes).
+VOICE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+_VOICE_NAME = re.compile(VOICE_NAME_PATTERN)
+VoiceKind = Literal["clone", "design"]
+# What a record (and the reference audio) may be: read by the worker as untrusted input.
+MAX_VOICE_RECORD_BYTES = 64 * 1024
+MAX_REF_TEXT_CHARS = 2_000
+MAX_CONSENT_CHARS = 2_000
+# Qwen3-TTS clones from about 3 s of reference audio ("3-second voice cloning", the model
+# card); more than half a minute only makes every request's prompt longer.
+MIN_REF_SECONDS = 1.0
+MAX_REF_SECONDS = 30.0
+# 30 s of 48 kHz 16-bit stereo WAV is 5.8 MB: anything larger is not a reference clip.
+MAX_REF_AUDIO_BYTES = 8 * 1024 * 1024
+
+
+def is_voice_name(candidate: object) -> TypeGuard[str]:
+    return isinstance(candidate, str) and _VOICE_NAME.fullmatch(candidate) is not None
+
+
+def voice_record_key(name: str, prefix: str = "") -> str:
+    return f"{prefix}{VOICES_PREFIX}{name}{RECORD_SUFFIX}"
+
+
+def voice_audio_key(name: str, prefix: str = "") -> str:
+    return f"{prefix}{VOICES_PREFIX}{name}{VOICE_AUDIO_SUFFIX}"
+
+
+def voice_name_of(key: str, prefix: str = "") -> str | None:
+    """The voice of a record's key (the inverse of `voice_record_key`); None for others."""
+    start = f"{prefix}{VOICES_PREFIX}"
+    if key.startswith(start) and key.endswith(RECORD_SUFFIX):
+        name = key[len(start) : -len(RECORD_SUFFIX)]
+        return name if is_voice_name(name) else None
+    return None
+
+
+class VoiceRecord(_Record):
+    """voices/<name>.json: a voice of the library. A `clone` voice (task type Base) is its
+    reference audio (voices/<name>.wav) and its transcript; a `design` voice (VoiceDesign) is
+    its description. Strict on read: the worker and the client take it as untrusted input."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, str_max_length=MAX_CONSENT_CHARS)
+
+    name: str = Field(pattern=VOICE_NAME_PATTERN)
+    kind: VoiceKind
+    ref_text: str = Field("", max_length=MAX_REF_TEXT_CHARS)
+    audio_key: str | None = None
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    duration_s: float | None = Field(None, ge=0, le=MAX_REF_SECONDS)
+    sample_rate: int | None = Field(None, gt=0)
+    description: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS)
+    consent: str = ""  # the consent statement given with the voice (`voices add --consent`)
+    added_by: str  # the STS caller ARN of who added it
+    added_at: str  # ISO 8601, UTC
+
+    def use(self) -> VoiceUse:
+        return VoiceUse(
+            name=self.name,
+            kind=self.kind,
+            sha256=self.sha256,
+            consent=self.consent,
+            added_by=self.added_by,
+            added_at=self.added_at,
+        )
+
+
+class VoiceUse(_Record):
+    """A manifest's `voice_library`: which library voice made the audio, with whose consent."""
+
+    name: str
+    kind: str
+    sha256: str | None  # the reference audio's (None for a designed voice)
+    consent: str
+    added_by: str
+    added_at: str
+
+
 class Manifest(_Record):
     """outputs/<id>.json: written last, so its presence means the job is done."""
 
@@ -346,6 +436,9 @@ class Manifest(_Record):
     # Every sentence's start and end in the audio, in order (Segment); None in manifests written
     # before them.
     segments: list[Segment] | None = None
+    # The library voice the job named (voices/<name>.json): its consent and who added it;
+    # None for a speaker of the checkpoint and in manifests written before the library.
+    voice_library: VoiceUse | None = None
 
     def made_from(self, digest: str) -> bool:
         """Whether this manifest is the output of the request with this digest."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,7 +26,12 @@ DEFAULT_SPEECH_URL = f"http://127.0.0.1:{SPEECH_PORT}"
 REGION_ENV = "AWS_REGION"
 # The `task_type` values vLLM-Omni accepts (OpenAICreateSpeechRequest.task_type, a Literal):
 # anything else is a 400 on every request, so it is refused here, at start.
-TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
+TaskType = Literal["CustomVoice", "VoiceDesign", "Base"]
+TASK_TYPES: tuple[str, ...] = get_args(TaskType)
+# How vLLM-Omni tells a checkpoint's task type from its path when its config has no
+# tts_model_type (Qwen3TTSAdapter._get_model_variant): a marker ending a path component.
+_VARIANT = re.compile(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$")
+_VARIANTS = {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign", "base": "Base"}
 # The drain (DESIGN §5.6) keeps the last min(5 s, 20 %) of STOP_TIMEOUT_SECONDS to release
 # the messages it still holds (one ChangeMessageVisibilityBatch per 10: a round trip of
 # 20-100 ms in a region); below this much that release overruns the budget and ECS SIGKILLs
@@ -334,3 +340,13 @@ WEIGHTS_DIR = f"{DATA_DIR}/weights"
 def weights_prefix(model: str, revision: str) -> str:
     """`weights/<model>/<revision>/`: where one snapshot of a model lives in the bucket."""
     return f"{WEIGHTS_PREFIX}{model}/{revision}/"
+
+
+def model_variant(model: str) -> str | None:
+    """The task type a model's name says its checkpoint serves, as vLLM-Omni reads it; None
+    when the name says nothing (a re-export, a local path without a marker)."""
+    for component in reversed(re.split(r"[\\/]+", model.rstrip("/\\"))):
+        match = _VARIANT.search(component.lower())
+        if match is not None:
+            return _VARIANTS[re.sub(r"[-_.]", "", match.group(1))]
+    return None

@@ -25,19 +25,20 @@ import io
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 import numpy as np
 import soundfile  # type: ignore[import-untyped]
 
-from worker.jobs import Job, QaRecord, Segment, WordTime
+from worker.jobs import Job, QaRecord, Segment, VoiceUse, WordTime
 from worker.qa.asr import AsrError
 from worker.qa.checks import max_new_tokens, reached_cap
 from worker.qa.guard import Attempt, Guard, Rendered, rejected_by, seed_for
 from worker.text import error_message, halve, split_text
 from worker.timings import TimedPiece, segments, word_times
+from worker.voices import ResolvedVoice, VoiceError, VoiceLibrary
 
 log = logging.getLogger("worker.speech")
 # Every piece is requested at this rate, so the raw PCM needs no header to be read.
@@ -107,6 +108,18 @@ class Speech:
     rejected_by: dict[str, int] | None = None
     # Every sentence's place in `audio` (worker/timings.py), for the manifest.
     segments: list[Segment] | None = None
+    voice: VoiceUse | None = None  # the library voice used (None: a checkpoint speaker)
+
+
+def job_seed(job: Job, attempt: int) -> int:
+    """The seed of `attempt` (0 for the first) of every piece of `job` with output checks on:
+    the job's own `seed` first, when it names one; otherwise, and for every re-render, the
+    checks' rule of one seed per job id and attempt (worker/qa/guard.py seed_for), keyed by
+    that seed too. With the checks off a request carries the job's seed only when it names
+    one (the request is otherwise as before the checks)."""
+    if job.seed is None:
+        return seed_for(job.job_id, attempt)
+    return job.seed if attempt == 0 else seed_for(f"{job.job_id}#seed={job.seed}", attempt)
 
 
 def text_cost(text: str) -> int:
@@ -180,9 +193,12 @@ class SpeechClient:
         transport: httpx.BaseTransport | None = None,
         guard: Guard | None = None,
         word_timestamps: bool = False,
+        voices: VoiceLibrary | None = None,
     ) -> None:
         """`transport`: httpx's (default, a connection pool); a test passes an
-        `httpx.MockTransport` to answer in process. `guard`: the output checks (None: off)."""
+        `httpx.MockTransport` to answer in process. `guard`: the output checks (None: off).
+        `voices`: the library a Base or VoiceDesign stack's jobs name (worker/voices.py)."""
+        self.voices = voices
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.task_type = task_type
@@ -217,6 +233,37 @@ class SpeechClient:
         return True
 
     def synthesize(self, job: Job) -> Speech:
+        use = self._library_voice(job)[1] if self._uses_library() else None
+        speech = self._synthesize(job)
+        return speech if use is None else replace(speech, voice=use)
+
+    def _uses_library(self) -> bool:
+        return self.voices is not None and self.voices.active
+
+    def _library_voice(self, job: Job) -> tuple[dict[str, Any], VoiceUse]:
+        """The request fields and the record of the library voice the job names."""
+        resolved = self._resolve(job)
+        return resolved.fields, resolved.use
+
+    def _library_voice_prompt(self, job: Job) -> tuple[str, int]:
+        """The text a library voice adds to the prompt, and its clip's codec frames."""
+        resolved = self._resolve(job)
+        said = str(resolved.fields.get("ref_text", resolved.fields.get("instructions", "")))
+        return said, resolved.reference_frames
+
+    def _resolve(self, job: Job) -> ResolvedVoice:
+        """The library voice the job names (read once per task: the library caches it). A
+        voice that is not there, or not of this task type, fails the job; a read that failed
+        is tried again later."""
+        assert self.voices is not None
+        try:
+            return self.voices.resolve(job.voice, job.instructions)
+        except VoiceError as error:
+            if error.transient:
+                raise TransientSpeechError(str(error)) from None
+            raise PermanentSpeechError(str(error)) from None
+
+    def _synthesize(self, job: Job) -> Speech:
         rendered: list[Rendered] = []
         for piece in speech_pieces(job.text, self.chunk_chars):
             rendered.extend(self._piece(job, piece, splits=0))
@@ -248,7 +295,7 @@ class SpeechClient:
         if self.guard is not None:
             return self._checked_piece(job, text, splits, self.guard)
         try:
-            pcm, headers = self._with_retries(self.payload(job, text))
+            pcm, headers = self._with_retries(self.payload(job, text, seed=job.seed))
         except PromptTooLongError as error:
             return self._split_again(job, text, splits, str(error))
         if was_cut(text, pcm, headers, job.speed, self.max_model_len):
@@ -260,7 +307,7 @@ class SpeechClient:
         attempts: list[Attempt] = []
         heard: dict[int, tuple[WordTime, ...] | None] = {}  # seed -> its word timestamps
         for attempt in range(guard.attempts):
-            seed = seed_for(job.job_id, attempt)
+            seed = job_seed(job, attempt)
             payload = self.payload(job, text, seed=seed, max_new_tokens=cap)
             try:
                 pcm, headers = self._with_retries(payload)
@@ -295,6 +342,9 @@ class SpeechClient:
         checks' ceiling (worker/qa/checks.py), kept below the context less the prompt (text
         and instructions at a generous 4 Latin or 1 CJK character a token, and the margin)."""
         prompt = (text_cost(text) + text_cost(job.instructions)) // 4 + 1
+        if self._uses_library():  # the voice's transcript or description, and its clip
+            fields, voice = self._library_voice_prompt(job)
+            prompt += text_cost(fields) // 4 + voice
         room = self.max_model_len - prompt - CONTEXT_MARGIN
         wanted = max_new_tokens(text)
         if wanted <= room:
@@ -312,10 +362,16 @@ class SpeechClient:
         return [piece for half in two for piece in self._piece(job, half, splits + 1)]
 
     def payload(
-        self, job: Job, text: str, seed: int | None = None, max_new_tokens: int | None = None
+        self,
+        job: Job,
+        text: str,
+        seed: int | None = None,
+        max_new_tokens: int | None = None,
+        voice_fields: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The request body for one piece (always PCM at PCM_RATE; the job's format is ours),
-        with the checks' seed and frame ceiling when they are on."""
+        with the checks' seed and frame ceiling when they are on. `voice_fields` stand for a
+        library voice (the start-up probe's own); by default the job's is looked up."""
         payload: dict[str, Any] = {
             "input": text,
             "voice": job.voice,
@@ -330,6 +386,13 @@ class SpeechClient:
             payload["instructions"] = job.instructions
         if self.task_type:
             payload["task_type"] = self.task_type
+        if voice_fields is None and self._uses_library():
+            voice_fields = self._library_voice(job)[0]
+        if voice_fields is not None:
+            # A library voice is its reference (Base) or its description (VoiceDesign), never
+            # a speaker name: the server would take a name for one of its own stored voices.
+            del payload["voice"]
+            payload.update(voice_fields)
         if seed is not None:
             payload["seed"] = seed
         if max_new_tokens is not None:

@@ -150,7 +150,36 @@ def check_model(speech: SpeechClient, settings: Settings, budget: Budget) -> boo
 
 def _probe_body(speech: SpeechClient) -> dict[str, Any]:
     job = Job(text=PROBE_TEXT, instructions=PROBE_INSTRUCTIONS)
-    return speech.payload(job, job.text)  # the body a job sends: same model, voice, task type
+    # The body a job sends: same model, voice, task type. A Base or VoiceDesign stack's jobs
+    # name library voices, so the probe brings one of its own (worker/voices.py's fields).
+    fields: dict[str, Any] | None = None
+    if speech.task_type == "Base":
+        fields = {"ref_audio": _probe_reference(), "ref_text": PROBE_TEXT}
+    elif speech.task_type == "VoiceDesign":
+        fields = {"instructions": PROBE_INSTRUCTIONS}
+    return speech.payload(job, job.text, voice_fields=fields)
+
+
+def _probe_reference() -> str:
+    """One second of a 220 Hz tone as a WAV data URL: a reference the Base task accepts (the
+    probe checks that the server takes the request, not how the clone sounds)."""
+    import base64
+    import io
+    import math
+    import wave
+
+    rate = 16_000
+    samples = b"".join(
+        int(8_000 * math.sin(2 * math.pi * 220 * i / rate)).to_bytes(2, "little", signed=True)
+        for i in range(rate)
+    )
+    with io.BytesIO() as buffer:
+        with wave.open(buffer, "wb") as out:
+            out.setnchannels(1)
+            out.setsampwidth(2)
+            out.setframerate(rate)
+            out.writeframes(samples)
+        return "data:audio/wav;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _check_voices(http: httpx.Client, settings: Settings) -> None:
@@ -164,6 +193,8 @@ def _check_voices(http: httpx.Client, settings: Settings) -> None:
             problem = f"SPEECH_MODEL={settings.speech_model!r} is not served for speech: {said}"
         raise Misconfigured(problem) from None
     voices = response.json().get("voices", []) if _is_json(response) else []
+    if settings.speech_task_type in ("Base", "VoiceDesign"):
+        return  # its jobs name library voices, not the checkpoint's speakers
     if not isinstance(voices, list) or not voices:
         return  # a server without a voice list has nothing to compare with
     if DEFAULT_VOICE.lower() not in {str(voice).lower() for voice in voices}:

@@ -13,10 +13,12 @@ from tts_fleet.cli.errors import BadInput, bad_config
 from tts_fleet.cli.options import project_dir_option, split_chars_option, stack_file_option
 from tts_fleet.cli.sources import lexicon_option, read_lexicon
 from tts_fleet.client.books import JoinReport, join_parts
+from tts_fleet.client.voices import VoiceError
 from tts_fleet.config.models import ConfigError
 from tts_fleet.exit_codes import ExitCode
 from tts_fleet.scaling.policy import MODES
 from tts_fleet.sim.capacity import CapacityError, Outage, parse_outage
+from worker.settings import TASK_TYPES
 
 if TYPE_CHECKING:
     from tts_fleet.config.models import StackConfig
@@ -123,6 +125,20 @@ NEXT_STEPS = (
 @click.option(
     "--skip-invalid", is_flag=True, help="With --input: run the valid jobs even if some are not."
 )
+@click.option(
+    "--task-type",
+    type=click.Choice(TASK_TYPES),
+    help="Override worker.taskType (and serve its checkpoint): Base and VoiceDesign jobs "
+    "name voices of the library (--library-voice).",
+)
+@click.option(
+    "--library-voice",
+    "library_voices",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Add a voice to the run's library: REF.wav with its transcript in REF.txt (Base), "
+    "or DESC.txt (VoiceDesign). Repeatable.",
+)
 @click.option("--voice", help="Voice for jobs that do not set one (the demo's too).")
 @click.option("--language", help="Language for jobs that do not set one (the demo's too).")
 @split_chars_option
@@ -181,7 +197,10 @@ def local(input_path: str | None, skip_invalid: bool, resume: bool, **kwargs: ob
         local_pools(cfg, options)
     except CapacityError as error:
         raise BadInput(str(error)) from None
-    jobs, invalid = jobs_for(options, cfg)
+    try:
+        jobs, invalid = jobs_for(options, cfg)
+    except VoiceError as error:  # a --library-voice that cannot be a voice
+        raise BadInput(str(error)) from None
     err = Console(stderr=True, soft_wrap=True)
     for line in invalid:
         err.print(f"invalid: {line}", markup=False, highlight=False)

@@ -88,6 +88,11 @@ COMMANDS: dict[str, CommandInfo] = {
         "deploy",
         "Preview and apply a stack with the Pulumi Automation API (what CI runs).",
     ),
+    "voices": CommandInfo(
+        "tts_fleet.cli.voices",
+        "voices",
+        "Manage the stack's voice library: cloned and designed voices that jobs name in `voice`.",
+    ),
     "weights": CommandInfo(
         "tts_fleet.cli.weights",
         "weights",

@@ -34,7 +34,9 @@ from tts_fleet.client.submit import (
     store_book,
     submit_jobs,
 )
+from tts_fleet.client.voices import voice_names
 from tts_fleet.exit_codes import ExitCode
+from worker.jobs import CUSTOM_VOICE_SPEAKERS
 
 
 @click.command()
@@ -86,9 +88,17 @@ def submit(
     require_source(source)
     not_a_terminal(source)
     defaults = {k: v for k, v in (("voice", voice), ("language", language), ("format", fmt)) if v}
+    voices, unlisted = known_voices(target)
     loaded = load_jobs(
-        source, target.max_text_chars, defaults, split_chars, lexicon=read_lexicon(lexicon)
+        source,
+        target.max_text_chars,
+        defaults,
+        split_chars,
+        lexicon=read_lexicon(lexicon),
+        voices=voices,
     )
+    if unlisted and any("unknown voice" in line.reason for line in loaded.invalid):
+        click.echo(f"warning: {unlisted}", err=True)
     receipt = SubmitReceipt.before_sending(queue_url, loaded)
     for line in loaded.invalid:
         click.secho(f"invalid: {line.describe()}", err=True, fg="red")
@@ -150,6 +160,19 @@ def record_batch(
     write_batch(client_for("s3", target.aws), bucket, record)
     receipt.batch = {"batch_id": record.batch_id, "deadline": batch_json(record, None)["deadline"]}
     return record.batch_id
+
+
+def known_voices(target: Target) -> tuple[tuple[str, ...], str | None]:
+    """The voices a job may name: the CustomVoice speakers and the stack's voice library,
+    listed once per submit; just the speakers when no bucket is known or it cannot be listed
+    (then also why, for the jobs refused for their voice)."""
+    if not target.bucket:
+        return CUSTOM_VOICE_SPEAKERS, None
+    try:
+        library = voice_names(client_for("s3", target.aws), target.bucket, target.prefix)
+    except (ClientError, BotoCoreError) as error:
+        return CUSTOM_VOICE_SPEAKERS, f"the voice library cannot be listed: {error}"
+    return (*CUSTOM_VOICE_SPEAKERS, *library), None
 
 
 def note_existing(receipt: SubmitReceipt, target: Target, loaded: LoadedJobs, threads: int) -> None:

@@ -126,11 +126,14 @@ def load_jobs(
     defaults: dict[str, Any] | None = None,
     split_chars: int | None = None,
     lexicon: Lexicon | None = None,
+    voices: tuple[str, ...] | None = CUSTOM_VOICE_SPEAKERS,
 ) -> LoadedJobs:
     """Reads and validates every job. `defaults` fill fields a job does not set itself; a
     text longer than `split_chars` becomes parts `<id>.p001`… (tts_fleet/client/books.py);
-    `lexicon` rewrites every text first, so the digests are those of the rewritten texts."""
+    `lexicon` rewrites every text first, so the digests are those of the rewritten texts;
+    `voices`: the only voices accepted (`submit` adds the library's; None accepts any)."""
     collector = _Collector(max_text_chars, defaults or {}, split_chars, lexicon)
+    collector.voices = voices
     if source is None or str(source) == STDIN:
         collector.add_jsonl(STDIN_NAME, sys.stdin)
         return collector.loaded
@@ -208,6 +211,7 @@ class _Collector:
         self.lexicon = lexicon
         self.loaded = LoadedJobs()
         self._by_id: dict[str, tuple[Job, str]] = {}
+        self.voices: tuple[str, ...] | None = CUSTOM_VOICE_SPEAKERS
 
     def add_jsonl(self, source: str, lines: Iterable[str | bytes]) -> None:
         for number, line in enumerate(lines, start=1):
@@ -312,9 +316,8 @@ class _Collector:
             for job_id, piece in zip(ids, pieces, strict=True)
         ]
 
-    @staticmethod
-    def _validate(data: dict[str, Any], max_text_chars: int) -> Job:
-        return validate_job(data, max_text_chars, voices=CUSTOM_VOICE_SPEAKERS)
+    def _validate(self, data: dict[str, Any], max_text_chars: int) -> Job:
+        return validate_job(data, max_text_chars, voices=self.voices)
 
     def _accept(self, job: Job, source: str, line: int, where: str) -> None:
         seen = self._by_id.get(job.job_id)

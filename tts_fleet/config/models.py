@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 from tts_fleet.config.catalogue import default_spot_types
 from tts_fleet.scaling.batches import MAX_DEADLINE_S
 from tts_fleet.scaling.pools import PlacementParams
-from worker.settings import DEFAULT_MODEL, QaMode, QaOnFail, Settings
+from worker.settings import DEFAULT_MODEL, QaMode, QaOnFail, Settings, TaskType, model_variant
 
 # Docker's official Python image on ECR Public: pulled through the stack's own cache rule, so
 # the first build does not depend on anonymous Docker Hub pulls (worker/Dockerfile installs
@@ -639,6 +639,16 @@ class WorkerConfig(_Section):
             " keep), `asrModel` and its `asrModelRevision` (docs/deploy.md#output-checks)."
         ),
     )
+    task_type: TaskType = Field(
+        "CustomVoice",
+        description=(
+            "What the checkpoint does: `CustomVoice` (its 9 speakers), `VoiceDesign` (a voice"
+            " from a description) or `Base` (a voice cloned from reference audio); jobs name a"
+            " speaker or a voice of the library (`tts-fleet voices`). Another task type needs"
+            " its checkpoint as `model` (Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign, -Base) and that"
+            " checkpoint's `modelRevision` (docs/cli.md#voices)."
+        ),
+    )
     shared_memory_mib: int = Field(
         2048,
         ge=64,
@@ -657,6 +667,16 @@ class WorkerConfig(_Section):
                 (
                     "dockerHubSecretArn",
                     f"{arn!r} is not a Secrets Manager secret ARN named ecr-pullthroughcache/...",
+                )
+            )
+        # vLLM-Omni refuses every request whose task type is not its checkpoint's.
+        variant = model_variant(self.model)
+        if variant is not None and variant != self.task_type:
+            problems.append(
+                (
+                    "model",
+                    f"{self.model!r} is a {variant} checkpoint, not one for taskType"
+                    f" {self.task_type} (e.g. {checkpoint_of(self.task_type)})",
                 )
             )
         # A branch or tag moves under a stack; a commit is what was reviewed.
@@ -691,6 +711,11 @@ class WorkerConfig(_Section):
                 )
             )
         return problems
+
+
+def checkpoint_of(task_type: str) -> str:
+    """The 1.7B Qwen3-TTS checkpoint of a task type (the default model is CustomVoice's)."""
+    return DEFAULT_MODEL.removesuffix("CustomVoice") + task_type
 
 
 def _pinned_revision() -> str:

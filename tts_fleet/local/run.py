@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from tts_fleet.client.stack import ENV_BUCKET, ENV_DLQ_URL, ENV_QUEUE_URL
-from tts_fleet.config.models import StackConfig
+from tts_fleet.client.voices import VoiceFile
+from tts_fleet.config.models import StackConfig, checkpoint_of
 from tts_fleet.config.stack_file import StackFile, with_overrides
 from tts_fleet.cost.pools import pool_specs
 from tts_fleet.local import emulator as local_aws
@@ -45,7 +46,7 @@ from tts_fleet.scaling.physics import Batching
 from tts_fleet.scaling.policy import AlarmsPolicy, ControllerPolicy, Policy
 from tts_fleet.scaling.pools import PlacementParams, PoolSpec
 from tts_fleet.sim.capacity import Capacity, CapacityError, Outage
-from worker.jobs import OUTPUTS_PREFIX, Job
+from worker.jobs import CUSTOM_VOICE_SPEAKERS, OUTPUTS_PREFIX, Job
 
 if TYPE_CHECKING:
     from tts_fleet.client.inputs import LoadedJobs
@@ -104,6 +105,9 @@ class LocalOptions:
     fault_seed: int = 0
     # Issue 25: submit's --lexicon, applied to the input's texts before their digests.
     lexicon: Path | None = None
+    # Issue 25: worker.taskType, and `NAME=PATH` voices added to the run's library.
+    task_type: str | None = None
+    library_voices: tuple[str, ...] = ()
 
 
 CAPPED = ("minWorkers", "maxWorkers")  # a schedule's bounds, capped by --max-workers
@@ -118,7 +122,7 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         "idleMinutes": options.idle_ticks,
         "mode": options.mode,
     }
-    raw = with_overrides(raw, {"scaling": scaling})
+    raw = with_overrides(raw, {"scaling": scaling, "worker": _task_override(options)})
     if options.max_workers is not None and isinstance(raw.get("scaling"), dict):
         # A stack's schedules are sized for its GPUs; here --max-workers caps them too, or
         # prod's `maxWorkers: 40` schedule would refuse a laptop's `--max-workers 6`.
@@ -128,6 +132,21 @@ def resolve_config(options: LocalOptions) -> StackConfig:
         if isinstance(gpu, dict) and isinstance(gpu.get("pools"), list):
             gpu["pools"] = _capped(gpu["pools"], cap)  # a pool's bounds sit inside scaling's
     return StackConfig.from_raw(raw)  # ConfigError names each bad key
+
+
+# Here no image is built or pulled: the stand-in serves any checkpoint by name, so a task
+# type's checkpoint needs no pinned revision (worker.modelRevision's rule is for builds).
+LOCAL_IMAGE = "tts-fleet-local-stand-in"
+# Who added a --library-voice, in its record.
+LOCAL_VOICE_ADDER = "tts-fleet local --library-voice"
+
+
+def _task_override(options: LocalOptions) -> dict[str, str | None]:
+    """--task-type: worker.taskType and its checkpoint (served by the stand-in)."""
+    if options.task_type is None:
+        return {}
+    model = checkpoint_of(options.task_type)
+    return {"taskType": options.task_type, "model": model, "image": LOCAL_IMAGE}
 
 
 def _capped(entries: object, cap: int) -> list[object]:
@@ -233,6 +252,8 @@ class LocalRun:
         stack.callback(emulator.stop)
         self.aws = local_aws.create_resources(endpoint, self.cfg, self.options.visibility_timeout)
         self.events.write("emulator_started", endpoint=endpoint, queue_url=self.aws.queue_url)
+        for spec in self.options.library_voices:  # checked by jobs_for before the run
+            VoiceFile.parse(spec).add(self.aws.s3, self.aws.bucket, "", LOCAL_VOICE_ADDER)
         self.agent = EcsAgent()
         self.agent.start()
         stack.callback(self.agent.stop)
@@ -243,7 +264,7 @@ class LocalRun:
             self.log_dir / "speech-server.log",
             SPEECH_START_TIMEOUT_SECONDS,
             self.stopper.stop.is_set,
-            extra_args=self.fault_args(),
+            extra_args=(*self.fault_args(), "--model", self.cfg.worker.model),
         )
         stack.callback(procs.stop, speech, 3.0)
         self.speech = speech
@@ -303,6 +324,7 @@ class LocalRun:
             aws_region=local_aws.REGION,
             speech_url=self.speech_url,
             speech_model=worker.model,
+            speech_task_type=worker.task_type,
             asr_url=self.asr_url,
             # The stack's output checks, as its task definition writes them
             # (components/service.py); the ASR stand-in answers any model name.
@@ -436,7 +458,10 @@ def summary_json(summary: Summary) -> str:
 
 
 def jobs_for(options: LocalOptions, cfg: StackConfig) -> tuple[list[Job], list[str]]:
-    """The demo jobs or the user's input, and one line per invalid input."""
+    """The demo jobs or the user's input, and one line per invalid input. Raises VoiceError
+    for a --library-voice that cannot be a voice, before anything starts."""
+    for spec in options.library_voices:
+        VoiceFile.parse(spec)
     if options.demo:
         from tts_fleet.local.demo import demo_jobs
 
@@ -456,12 +481,14 @@ def load_input(options: LocalOptions, cfg: StackConfig) -> LoadedJobs:
     from tts_fleet.client.lexicon import load_lexicon
 
     lexicon = load_lexicon(options.lexicon) if options.lexicon else None
+    library = tuple(VoiceFile.parse(spec).name for spec in options.library_voices)
     return load_jobs(
         options.input,
         cfg.worker.max_text_chars,
         _job_defaults(options),
         options.split_chars,
         lexicon=lexicon,
+        voices=(*CUSTOM_VOICE_SPEAKERS, *library),
     )
 
 

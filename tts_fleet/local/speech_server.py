@@ -11,7 +11,10 @@ vllm-omni 0.30.0 wheel, `vllm_omni/entrypoints/openai/`):
 - the checks of `serving_speech.py` `create_speech` (sample rate, then the model name: 404
   "The model `X` does not exist.") and of `tts_adapters/qwen3_tts.py` `validate` (task type
   against the checkpoint, empty input, language, voice, instructions ≤ 500 characters), each
-  a 400 with the real wording;
+  a 400 with the real wording; the Base task's `ref_audio` + `ref_text` (a reference in a
+  form it reads, a transcript unless `x_vector_only_mode`) and VoiceDesign's description in
+  `instructions`, each spoken in a stand-in voice picked by a hash of the reference or the
+  description (`stand_in_speaker`), so a cloned voice sounds unlike the default speaker;
 - 24 kHz audio encoded by soundfile exactly as `audio_utils_mixin.py` `create_audio` does,
   with no sample-rate header; the `X-VLLM-OMNI-*-TOKENS` usage headers;
 - the talker's 4,096-token context (`speech_backends.generate`): audio cut short with HTTP 200
@@ -27,11 +30,11 @@ recalling what each piece says (`asr.py`: a stand-in, not a recognizer).
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import json
 import logging
 import math
-import re
 import sys
 import threading
 import time
@@ -72,7 +75,7 @@ from tts_fleet.local.speech_faults import (
     spoken_words,
     stretch,
 )
-from worker.settings import DEFAULT_MODEL, SPEECH_PORT
+from worker.settings import DEFAULT_MODEL, SPEECH_PORT, model_variant
 
 log = logging.getLogger("speech_server")
 # response_format -> (soundfile format, media type, soundfile options): create_audio's table.
@@ -94,7 +97,6 @@ MAX_INSTRUCTIONS = 500
 # default speaker (TTSModelAdapter.load_capabilities).
 VOICES = tuple(name.lower() for name in SPEAKERS)
 SUPPORTED_LANGUAGES = frozenset({*LANGUAGES, AUTO})
-_VARIANT = re.compile(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$")
 
 
 class HTTPError(Exception):
@@ -131,16 +133,6 @@ class Request:
     seed: int | None = None
     max_new_tokens: int | None = None
     word_timestamps: bool = False
-
-
-def model_variant(model: str) -> str | None:
-    """The task a checkpoint supports, from its name (Qwen3TTSAdapter._get_model_variant)."""
-    for component in reversed(re.split(r"[\\/]+", model.rstrip("/\\"))):
-        match = _VARIANT.search(component.lower())
-        if match:
-            name = re.sub(r"[-_.]", "", match.group(1))
-            return {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign"}.get(name, "Base")
-    return None
 
 
 def _schema_error(field: str, problem: str) -> HTTPError:
@@ -189,6 +181,21 @@ def _check_schema(body: Any) -> dict[str, Any]:
         raise _schema_error("seed", "Input should be a valid integer")
     if not isinstance(body.get("word_timestamps", False), bool):
         raise _schema_error("word_timestamps", "Input should be a valid boolean")
+    ref_audio = body.get("ref_audio")
+    if ref_audio is not None and not (
+        isinstance(ref_audio, str)
+        or (
+            isinstance(ref_audio, list)
+            and ref_audio
+            and all(isinstance(item, str) for item in ref_audio)
+        )
+    ):
+        raise _schema_error("ref_audio", "Value error, 'ref_audio' must be a string or list")
+    if body.get("ref_text") is not None and not isinstance(body["ref_text"], str):
+        raise _schema_error("ref_text", "Input should be a valid string")
+    x_vector = body.get("x_vector_only_mode")
+    if x_vector is not None and not isinstance(x_vector, bool):
+        raise _schema_error("x_vector_only_mode", "Input should be a valid boolean")
     limit = body.get("max_new_tokens")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise _schema_error("max_new_tokens", "Input should be a valid integer >= 1")
@@ -218,7 +225,11 @@ def validate(body: Any, served_model: str) -> Request:
 
 def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
     """Qwen3TTSAdapter.validate, in its order, for what a CustomVoice stand-in can serve."""
-    task_type = fields.get("task_type") or "CustomVoice"
+    ref_audio, ref_text = fields.get("ref_audio"), fields.get("ref_text")
+    task_type = fields.get("task_type")
+    if task_type is None and (ref_audio is not None or ref_text is not None):
+        task_type = "Base"  # the adapter infers it from a reference
+    task_type = task_type or "CustomVoice"
     variant = model_variant(served_model)
     if variant is not None and task_type != variant:
         raise bad_request(
@@ -236,16 +247,25 @@ def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
             raise bad_request(f"Invalid language '{language}'. Supported: {known}")
     voice = fields.get("voice")
     voice = None if voice is None or voice.lower() == "default" else voice.lower()
-    if voice is not None and voice not in VOICES:
+    if task_type == "CustomVoice" and voice is not None and voice not in VOICES:
         raise bad_request(f"Invalid voice '{voice}'. Supported: {', '.join(sorted(VOICES))}")
-    if task_type != "Base" and fields.get("ref_text") is not None:
+    if task_type == "Base":
+        _check_reference(fields, voice)
+    elif ref_text is not None:
         raise bad_request("'ref_text' is only valid for Base task")
+    elif fields.get("x_vector_only_mode") is not None:
+        raise bad_request("'x_vector_only_mode' is only valid for Base task")
     instructions = fields.get("instructions") or ""
     if task_type == "VoiceDesign" and not instructions:
         raise bad_request("VoiceDesign task requires 'instructions' to describe the voice")
     if len(instructions) > MAX_INSTRUCTIONS:
         raise bad_request(f"Instructions too long (max {MAX_INSTRUCTIONS} characters)")
-    speaker = SPEAKERS_BY_LOWER[voice or VOICES[0]]
+    if task_type == "Base" and ref_audio is not None:  # _check_reference required it
+        speaker = stand_in_speaker(_first(ref_audio))
+    elif task_type == "VoiceDesign":
+        speaker = stand_in_speaker(instructions)
+    else:
+        speaker = SPEAKERS_BY_LOWER[voice or VOICES[0]]
     return Request(
         text,
         speaker,
@@ -261,6 +281,50 @@ def _check_qwen3(fields: dict[str, Any], served_model: str) -> Request:
 
 
 SPEAKERS_BY_LOWER = {name.lower(): name for name in SPEAKERS}
+# The real adapter's answer to a reference it cannot take (serving_speech.py
+# _validate_ref_audio_format) and to a Base request without a transcript.
+REF_AUDIO_SCHEMES = ("http", "https", "data", "file")
+_BAD_REF_AUDIO = (
+    "ref_audio must be a URL (http/https), base64 data URL (data:...), or file URI (file://...)"
+)
+_NO_REF_TEXT = (
+    "Base task requires non-empty 'ref_text' (transcript of the reference audio) unless "
+    "'x_vector_only_mode' is enabled"
+)
+
+
+def _check_reference(fields: dict[str, Any], voice: str | None) -> None:
+    """Qwen3TTSAdapter.validate's Base rules: a reference in a form it reads, and its
+    transcript unless only the speaker embedding is used."""
+    ref_audio = fields.get("ref_audio")
+    if ref_audio is None:
+        if voice is None:
+            raise bad_request(
+                "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"
+            )
+        raise bad_request(
+            f"Base task with built-in speaker '{voice}' requires 'ref_audio' for voice cloning"
+        )
+    scheme = ref_audio.split(":", 1)[0].lower() if isinstance(ref_audio, str) else ""
+    if scheme not in REF_AUDIO_SCHEMES or ":" not in ref_audio:
+        raise bad_request(_BAD_REF_AUDIO)
+    ref_text = fields.get("ref_text")
+    if not fields.get("x_vector_only_mode") and not (ref_text and ref_text.strip()):
+        raise bad_request(_NO_REF_TEXT)
+
+
+def _first(ref_audio: str | list[str]) -> str:
+    return ref_audio if isinstance(ref_audio, str) else ref_audio[0]
+
+
+def stand_in_speaker(voice_source: str) -> str:
+    """The stand-in's voice for a cloned (Base: the reference) or designed (VoiceDesign: the
+    description) voice: one of its speakers' espeak variants and tone pitches, picked by a
+    hash of the source, so the same reference always sounds the same and another reference
+    sounds, most of the time, different."""
+    digest = int.from_bytes(hashlib.sha256(voice_source.encode()).digest()[:8], "big")
+    names = sorted(SPEAKERS)
+    return names[digest % len(names)]
 
 
 def encode(audio: np.ndarray, rate: int, fmt: str) -> bytes:

@@ -674,3 +674,15 @@ def test_the_controller_role_may_touch_the_batch_keys_it_uses(platform: Recordin
     pattern = statements["ReadBatches"]["Resource"].split("/", 1)[1]
     assert fnmatch.fnmatch(record_key("b-20261202T010000Z-0123abcd"), pattern)
     assert statements["KeepForecasts"]["Resource"].endswith(f"/{FORECASTS_KEY}")
+
+
+# ---- voices (issue 25) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task_type", ["Base", "VoiceDesign"])
+def test_the_task_definitions_task_type_is_the_stacks(task_type: str) -> None:
+    # A model whose name says no task type, so any worker.taskType goes with it.
+    worker = {**WORKER_CONFIG, "taskType": task_type}
+    settings = load_settings(_task_env(run_platform({"worker": worker, "queue": QUEUE_CONFIG})))
+    assert settings.speech_task_type == task_type
+    assert StackConfig.from_raw({"worker": worker}).worker.task_type == task_type

@@ -130,6 +130,7 @@ def test_task_definition_runs_on_managed_instances_with_gpus_and_the_worker_env(
         "OUTPUT_PREFIX": "",
         "SPEECH_URL": "http://127.0.0.1:8091",
         "SPEECH_MODEL": "Qwen/X",
+        "SPEECH_TASK_TYPE": "CustomVoice",  # worker.taskType's default
         "CONCURRENCY": "6",
         "VISIBILITY_TIMEOUT": "600",
         "MAX_TEXT_CHARS": "5000",

@@ -161,6 +161,12 @@ def test_the_reader_policy_reads_outputs_failures_book_records_and_batches_only(
             ],
         },
         {
+            "Sid": "ReadVoices",  # tts-fleet voices list / preview (issue 25)
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::out-bucket/voices/*",
+        },
+        {
             "Sid": "ListOutputs",
             "Effect": "Allow",
             "Action": "s3:ListBucket",

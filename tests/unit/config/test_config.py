@@ -235,7 +235,7 @@ def test_pulumi_up_with_a_bad_key_stops_before_any_resource_with_one_line() -> N
             "tts-fleet:worker.modelRevision: must be a commit SHA, 40 hex digits (got 'main')",
         ),
         (
-            {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"},
+            {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "taskType": "VoiceDesign"},
             "tts-fleet:worker.modelRevision: is the default model's commit: set the commit of "
             "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
         ),
@@ -247,9 +247,17 @@ def test_the_model_revision_is_a_commit_of_the_configured_model(
     with pytest.raises(ConfigError) as raised:
         StackConfig.from_raw({"worker": worker})
     assert raised.value.problems == [line]
-    other = {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "modelRevision": "5" * 40}
+    other = {
+        "model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
+        "taskType": "VoiceDesign",
+        "modelRevision": "5" * 40,
+    }
     assert StackConfig.from_raw({"worker": other}).worker.model_revision == "5" * 40
-    prebuilt = {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "image": "repo/tts:v1"}
+    prebuilt = {
+        "model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
+        "taskType": "VoiceDesign",
+        "image": "repo/tts:v1",
+    }
     assert StackConfig.from_raw({"worker": prebuilt}).worker.image == "repo/tts:v1"
 
 
@@ -285,3 +293,36 @@ def test_the_recognizer_baked_into_the_image_is_pinned_by_commit(
     except ConfigError as error:
         problems = error.problems
     assert problems == expected
+
+
+@pytest.mark.parametrize(
+    ("worker", "line"),
+    [
+        (
+            {"taskType": "Base"},
+            "tts-fleet:worker.model: 'Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice' is a CustomVoice"
+            " checkpoint, not one for taskType Base (e.g. Qwen/Qwen3-TTS-12Hz-1.7B-Base)",
+        ),
+        (
+            {"model": "Qwen/Qwen3-TTS-12Hz-1.7B-Base", "modelRevision": "5" * 40},
+            "tts-fleet:worker.model: 'Qwen/Qwen3-TTS-12Hz-1.7B-Base' is a Base checkpoint, not"
+            " one for taskType CustomVoice (e.g. Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice)",
+        ),
+        (
+            {"taskType": "VoiceDesign", "model": "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign"},
+            "tts-fleet:worker.modelRevision: is the default model's commit: set the commit of "
+            "Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign",
+        ),
+    ],
+)
+def test_the_task_type_needs_its_own_checkpoint_and_revision(
+    worker: dict[str, str], line: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        StackConfig.from_raw({"worker": worker})
+    assert raised.value.problems == [line]
+    base = {"taskType": "Base", "model": "Qwen/Qwen3-TTS-12Hz-1.7B-Base", "modelRevision": "6" * 40}
+    assert StackConfig.from_raw({"worker": base}).worker.task_type == "Base"
+    # A model whose name says no task type is taken at its word (the canary checks it).
+    unnamed = {"taskType": "Base", "model": "org/my-tts", "modelRevision": "6" * 40}
+    assert StackConfig.from_raw({"worker": unnamed}).worker.task_type == "Base"

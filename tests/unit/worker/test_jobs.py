@@ -20,6 +20,8 @@ from worker.jobs import (
     manifest_key,
     parse_job,
     validate_job,
+    voice_name_of,
+    voice_record_key,
 )
 
 
@@ -216,3 +218,33 @@ def test_records_keep_the_json_workers_already_wrote(
 def test_records_ignore_a_field_a_newer_worker_adds() -> None:
     body = json.dumps({**FAILURE_BEFORE, "trace_id": "t"})
     assert FailureRecord.model_validate_json(body).reason() == "invalid job: text: Field required"
+
+
+# ---- the per-job seed and the voice library's names (issue 25) ----------------------------
+
+
+def test_an_unset_seed_leaves_the_request_and_its_digest_as_they_were() -> None:
+    plain = Job(text="Hello.", voice="Ryan")
+    assert "seed" not in plain.request() and "seed" not in json.loads(plain.body())
+    seeded = Job(text="Hello.", voice="Ryan", seed=7)
+    assert seeded.request()["seed"] == 7 and json.loads(seeded.body())["seed"] == 7
+    assert seeded.digest() != plain.digest()
+    assert parse_job(seeded.body()) == seeded.with_id()
+    with pytest.raises(InvalidJob, match="seed"):
+        parse_job(json.dumps({"text": "Hi.", "seed": -1}))
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("voices/narrator.json", "narrator"),
+        ("p/voices/a-b_1.json", None),  # another prefix
+        ("voices/narrator.wav", None),
+        ("voices/a.b.json", None),
+        ("voices/../x.json", None),
+    ],
+)
+def test_a_voice_records_key_and_its_name(key: str, name: str | None) -> None:
+    assert voice_name_of(key) == name
+    if name is not None:
+        assert voice_record_key(name) == key

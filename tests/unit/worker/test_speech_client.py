@@ -257,3 +257,15 @@ def test_connection_refused_is_transient() -> None:
     with pytest.raises(TransientSpeechError, match="unreachable"):
         client.synthesize(Job(text="Hi."))
     assert client.wait_healthy(0.2, interval_s=0.05) is False
+
+
+def test_a_jobs_seed_is_its_first_renderings_and_its_re_renders_derive_from_it() -> None:
+    from worker.qa.guard import seed_for
+    from worker.speech import job_seed
+
+    plain, seeded = Job(id="j1", text="Hi."), Job(id="j1", text="Hi.", seed=7)
+    assert [job_seed(plain, a) for a in range(3)] == [seed_for("j1", a) for a in range(3)]
+    assert job_seed(seeded, 0) == 7
+    again = [job_seed(seeded, a) for a in (1, 2)]
+    assert len(set(again)) == 2 and not set(again) & {7, *(seed_for("j1", a) for a in (1, 2))}
+    assert [job_seed(seeded, a) for a in (1, 2)] == again  # a redelivery renders the same

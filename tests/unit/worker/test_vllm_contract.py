@@ -254,3 +254,70 @@ def test_word_timestamps_come_as_the_servers_headers(omni: Path) -> None:
     assert '{"word": w, "start_ms": int(p[0]), "end_ms": int(p[1])}' in aligner
     port = (omni / "utils/qwen3_force_align_processor.py").read_text()
     assert "for seg in text.split():" in port  # the segmentation aligner_words follows
+
+
+# ---- library voices (issue 25) -------------------------------------------------------------
+
+
+def library_bodies(task_type: str) -> list[dict[str, Any]]:
+    """What a Base or VoiceDesign worker sends for jobs naming library voices, with and without
+    a seed and instructions."""
+    from tests.lib.voices import StubBucket, clip, clone_record, design_record
+    from worker.voices import VoiceLibrary
+
+    audio = clip()
+    bucket = StubBucket.of(
+        (clone_record("narrator", audio), audio), (design_record("elder", "An old man."), None)
+    )
+    voice = "narrator" if task_type == "Base" else "elder"
+    library = VoiceLibrary(bucket, "b", "", task_type)
+    bodies = []
+    client = SpeechClient("http://unused", model="m", task_type=task_type, voices=library)
+    for seed, instructions in itertools.product((None, 7), ("", "Slowly.")):
+        job = Job(text="Hello.", voice=voice, seed=seed, instructions=instructions)
+        bodies.append(client.payload(job, job.text, seed=job.seed))
+    return bodies
+
+
+def test_a_clone_jobs_requests_are_valid_base_requests(protocol: ModuleType) -> None:
+    bodies = library_bodies("Base")
+    for body in bodies:
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+        # Qwen3TTSAdapter.validate's Base rules: a data URL it accepts, a transcript, no name
+        # (a name would be looked up among the server's own stored voices).
+        assert body["ref_audio"].startswith("data:audio/wav;base64,")
+        assert body["ref_text"] == "Hello there." and "voice" not in body
+    assert any("seed" in body for body in bodies) and any("seed" not in body for body in bodies)
+
+
+def test_a_design_jobs_requests_are_valid_voice_design_requests(protocol: ModuleType) -> None:
+    bodies = library_bodies("VoiceDesign")
+    for body in bodies:
+        check_body(protocol.OpenAICreateSpeechRequest, body)
+        assert body["instructions"].startswith("An old man.") and "voice" not in body
+        assert "ref_text" not in body and "ref_audio" not in body
+    assert {body["instructions"] for body in bodies} == {"An old man.", "An old man. Slowly."}
+
+
+@pytest.mark.parametrize("task_type", ["", "CustomVoice", "VoiceDesign", "Base"])
+def test_the_start_up_probe_of_each_task_type_is_a_valid_request(
+    protocol: ModuleType, task_type: str
+) -> None:
+    # A Base or VoiceDesign worker's probe brings its own voice: its jobs name library voices.
+    import base64
+    import io
+
+    import soundfile  # type: ignore[import-untyped]
+
+    from worker import startup
+
+    body = startup._probe_body(SpeechClient("http://unused", DEFAULT_MODEL, task_type))
+    check_body(protocol.OpenAICreateSpeechRequest, body)
+    if task_type == "Base":
+        assert "voice" not in body and body["ref_text"].strip()
+        wav = base64.b64decode(body["ref_audio"].removeprefix("data:audio/wav;base64,"))
+        assert soundfile.info(io.BytesIO(wav)).duration == 1.0
+    elif task_type == "VoiceDesign":
+        assert "voice" not in body and body["instructions"]
+    else:
+        assert body["voice"] == "Vivian" and "ref_audio" not in body
