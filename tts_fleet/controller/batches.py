@@ -27,6 +27,7 @@ of each finished batch is deleted so the listing stays short.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,7 @@ def forecast_batches(
     """Each batch's finish at the planned worker count, and whether it is at risk (late even
     at maxWorkers; its forecast is then the finish maxWorkers can reach). The queue drains
     in submission order, so a batch finishes when the work sent before it and its own is
-    done. Replaced by the deadline planner's answer once it is wired into the Policy."""
+    done. The fallback where the deadline planner gave no forecast for a batch."""
     ahead = 0
     forecasts = []
     for batch in sorted(batches, key=lambda b: (b.submitted_at, b.batch_id)):
@@ -123,6 +124,10 @@ class BatchBook:
     latest: list[BatchProgress] = field(default_factory=list)
     reported: set[str] = field(default_factory=set)  # ids already logged at risk
 
+    def open(self, outstanding: int) -> tuple[OpenBatch, ...]:
+        """The open batches at this sample, as the policy's deadline planner takes them."""
+        return tuple(allocate(self.records, outstanding)) if self.records else ()
+
     def sample(
         self,
         params: ControllerParams,
@@ -132,13 +137,17 @@ class BatchBook:
         running: int,
         planned: int,
         first: bool,
+        planned_forecasts: Sequence[BatchForecast] = (),
     ) -> list[str]:
-        """Progress and forecasts at one sample; the log lines to emit for it."""
+        """Progress and forecasts at one sample; the log lines to emit for it. The forecasts
+        are the deadline planner's (`Decision.forecasts`, tts_fleet/scaling/deadlines.py);
+        a batch it gave none for is forecast here at the planned count."""
         if not self.records:
             return []
         batches = allocate(self.records, outstanding)
         found = forecast_batches(params, batches, now=now, running=running, planned=planned)
         by_id = {forecast.batch_id: forecast for forecast in found}
+        by_id.update({forecast.batch_id: forecast for forecast in planned_forecasts})
         self.latest = [BatchProgress(batch, by_id[batch.batch_id]) for batch in batches]
         lines = []
         for item in self.latest:

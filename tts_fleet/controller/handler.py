@@ -176,7 +176,9 @@ def run(
         while True:
             taken = clock()
             reading = observe(clients, settings, taken)
-            policy.observe(reading.now, reading.counts)
+            # The open deadline batches go to the policy's planner with the queue's counts.
+            counts = replace(reading.counts, batches=book.open(reading.counts.outstanding))
+            policy.observe(reading.now, counts)
             decision = policy.decide(reading.now, reading.fleet)
             samples += 1
             changes += act(clients.ecs, settings, reading, decision)
@@ -190,6 +192,7 @@ def run(
                 running=reading.fleet.running,
                 planned=decision.desired,
                 first=samples == 1,
+                planned_forecasts=decision.forecasts,
             ):
                 emit(line)
             if quiet(reading, decision):

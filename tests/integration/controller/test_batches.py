@@ -43,8 +43,16 @@ def test_a_batch_too_short_for_max_workers_is_at_risk_within_one_sample(stack: S
     assert outcome.samples == 1
     [risk] = events(stack, "batch-at-risk")
     assert risk["batch_id"] == batch_id and risk[BATCH_AT_RISK] == 1
-    assert risk["predicted_finish"] == stack.clock.now + 630 + 400 * 2 / 4
+    # The planner's forecast (tts_fleet/scaling/deadlines.py): no sooner than maxWorkers after
+    # one cold start can make it, and late.
+    assert risk["predicted_finish"] >= stack.clock.now + 630 + 400 * 2 / 4
     assert risk["predicted_finish"] > risk["deadline"] and risk["BatchSlackSeconds"] < 0
+    # The batch went to the policy: its planner asks for every worker the target allows.
+    [decision] = events(stack, "decision")
+    assert (decision["reason"], decision["ControllerDesired"]) == (
+        "deadline-at-risk",
+        PARAMS.max_workers,
+    )
     assert forecasts(stack)[batch_id].forecast.at_risk
     # Reported once: the next invocation logs its forecast, not another alarm. (moto runs the
     # 4 workers at once, so no cold start is left: 200 s of work with 150 s to go.)
@@ -61,6 +69,9 @@ def test_a_batch_with_time_to_spare_is_on_track_and_shown_by_status(stack: Stack
     batch_id = submit_batch(stack, 10, within_s=7200)
     stack.invoke(budget_s=0)
     assert events(stack, "batch-at-risk") == []
+    # The planner sets the count: the fewest workers that finish it in time (one, here).
+    [decision] = events(stack, "decision")
+    assert (decision["reason"], decision["ControllerDesired"]) == ("deadline", 1)
     [line] = events(stack, "batch-forecast")
     assert (line["batch_id"], line[BATCH_AT_RISK], line["BatchRemaining"]) == (batch_id, 0, 10)
     [shown] = read_open_batches(stack.clients.s3, stack.settings.bucket).to_json()
