@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import soundfile  # type: ignore[import-untyped]
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
@@ -81,6 +80,12 @@ def read_reference(path: Path) -> Reference:
         raise VoiceError(f"{path}: {error.strerror}") from None
     if size > MAX_REF_AUDIO_BYTES:
         raise VoiceError(f"{path}: {size} bytes, more than {MAX_REF_AUDIO_BYTES}")
+    try:  # libsndfile comes with the `local` extra: only `voices add` reads audio
+        import soundfile  # type: ignore[import-untyped]
+    except ModuleNotFoundError:
+        raise VoiceError(
+            "reading a reference clip needs soundfile: pip install 'tts-fleet[local]'"
+        ) from None
     audio = path.read_bytes()
     try:
         info = soundfile.info(io.BytesIO(audio))
