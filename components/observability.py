@@ -28,6 +28,7 @@ from tts_fleet.scaling.bands import OUTSTANDING_EXPRESSION
 from tts_fleet.scaling.pools import PoolSpec
 from worker.metrics import (
     AUDIO_SECONDS,
+    AUDIO_SECONDS_PER_SECOND,
     COLD_START_DIMENSIONS,
     COLD_START_SECONDS,
     JOBS_COMPLETED,
@@ -39,6 +40,7 @@ from worker.metrics import (
     QUEUE_WAIT_SECONDS,
     STACK_DIMENSION,
     SYNTH_SECONDS,
+    THROUGHPUT_DIMENSIONS,
     TOTAL,
 )
 from worker.metrics import NAMESPACE as WORKER_NAMESPACE
@@ -205,6 +207,9 @@ def dashboard_body(
         ("Cold start seconds per phase (p50; `tts-fleet coldstart` for p95)", [
             [{"expression": cold_start_search(stack), "label": "", "id": "coldStart"}],
         ], "p50"),
+        ("Audio seconds per wall second, per instance type (measured throughput)", [
+            [{"expression": throughput_search(stack), "label": "", "id": "throughput"}],
+        ], "Average"),
     ]  # fmt: skip
     if scaling_widget is not None:  # e.g. what the controller decided, beside what ECS ran
         widgets.insert(2, scaling_widget)
@@ -229,6 +234,16 @@ def cold_start_search(stack: str) -> str:
     return (
         f'SEARCH(\'{{{schema}}} MetricName="{COLD_START_SECONDS}" {STACK_DIMENSION}='
         f'"{stack}" NOT {PHASE_DIMENSION}="{TOTAL}"\', \'p50\', {PERIOD_SECONDS})'
+    )
+
+
+def throughput_search(stack: str) -> str:
+    """The workers' measured `AudioSecondsPerSecond` of this stack, one line per instance
+    type (worker/throughput.py): what each type the stack got actually delivers."""
+    schema = ",".join((WORKER_NAMESPACE, *THROUGHPUT_DIMENSIONS))
+    return (
+        f'SEARCH(\'{{{schema}}} MetricName="{AUDIO_SECONDS_PER_SECOND}" {STACK_DIMENSION}='
+        f"\"{stack}\"', 'Average', {PERIOD_SECONDS})"
     )
 
 

@@ -188,7 +188,7 @@ def metric_rows(body: str) -> list[list]:
 def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> None:
     body = dashboard_body("eu-west-1", "jobs-q", "dlq-q", "gpu-cluster", "workers", "prod")
     document = json.loads(body)
-    assert len(document["widgets"]) == 8
+    assert len(document["widgets"]) == 9
     assert {w["properties"]["region"] for w in document["widgets"]} == {"eu-west-1"}
     rows = metric_rows(body)
     assert [
@@ -246,6 +246,15 @@ def test_dashboard_body_is_valid_json_naming_the_queues_and_the_service() -> Non
             ' MetricName="ColdStartSeconds" Stack="prod" NOT Phase="total"\', \'p50\', 60)',
             "label": "",
             "id": "coldStart",
+        }
+    ] in rows
+    # The measured throughput, per instance type (worker/throughput.py writes it).
+    assert [
+        {
+            "expression": "SEARCH('{TtsFleet,Stack,InstanceType}"
+            ' MetricName="AudioSecondsPerSecond" Stack="prod"\', \'Average\', 60)',
+            "label": "",
+            "id": "throughput",
         }
     ] in rows
     assert all(
