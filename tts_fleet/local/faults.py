@@ -15,7 +15,6 @@ duplicates). What was injected is counted in `Brownout.injected`.
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
 import socket
@@ -26,8 +25,8 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+from tts_fleet.local.proxy import HOP_BY_HOP, ForwardingHandler, ProxyServer, RunningProxy
 
 Service = str  # "sqs" or "s3": the proxy tells them apart by SQS's X-Amz-Target header
 
@@ -53,8 +52,6 @@ ERRORS: dict[Service, dict[Fault, tuple[int, str]]] = {
     },
 }
 # Headers that describe one hop's connection, not the message: never forwarded.
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "expect"}
-UPSTREAM_TIMEOUT_SECONDS = 60
 
 
 @dataclass
@@ -96,23 +93,14 @@ class Brownout:
             return kind
 
 
-class _ProxyServer(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _ProxyServer(ProxyServer):
     def __init__(self, upstream: str, brownout: Brownout) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.upstream_host, _, port = upstream.removeprefix("http://").partition(":")
-        self.upstream_port = int(port)
+        super().__init__(upstream, _Handler)
         self.brownout = brownout
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Silent: a connection the proxy reset on purpose, or one the caller gave up on."""
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as boto3 uses it
+class _Handler(ForwardingHandler):
     server: _ProxyServer
-    _upstream: http.client.HTTPConnection | None = None  # one per client connection
 
     def _handle(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -131,27 +119,8 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
 
     def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-        headers["Host"] = f"{self.server.upstream_host}:{self.server.upstream_port}"
-        for attempt in (1, 2):  # the emulator may have closed a kept-alive connection meanwhile
-            connection = self._connection()
-            try:
-                connection.request(self.command, self.path, body=body, headers=headers)
-                response = connection.getresponse()
-                return response.status, response.getheaders(), response.read()
-            except (http.client.HTTPException, OSError):
-                connection.close()
-                self._upstream = None
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._upstream is None:
-            self._upstream = http.client.HTTPConnection(
-                self.server.upstream_host, self.server.upstream_port, UPSTREAM_TIMEOUT_SECONDS
-            )
-        return self._upstream
+        response = self.upstream_response(body)
+        return response.status, response.getheaders(), response.read()
 
     def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
         self.send_response(status)
@@ -184,36 +153,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.close_connection = True
 
-    def finish(self) -> None:
-        super().finish()
-        if self._upstream is not None:
-            self._upstream.close()
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silent: a request log line per SQS poll would drown the caller's own."""
-
-
-class FaultProxy:
+class FaultProxy(RunningProxy):
     """The proxy on 127.0.0.1 and a free port, served from a daemon thread of this process."""
 
     def __init__(self, upstream: str, brownout: Brownout) -> None:
         """`upstream` is the emulator's endpoint, `http://host:port`."""
         self.brownout = brownout
-        self._server = _ProxyServer(upstream, brownout)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def start(self) -> str:
-        self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FaultProxy:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(_ProxyServer(upstream, brownout))
