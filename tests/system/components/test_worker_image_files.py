@@ -10,13 +10,10 @@ build (no Docker engine here).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +21,8 @@ from pathlib import Path
 import pytest
 
 from components.image import PRINT_LAYERS
-from tests.lib.stack_support import WORKER_DIR
+from tests.lib.entrypoint import ENTRYPOINT, Start, entrypoints, read, stand_ins, wait_for
 from tests.unit.components.test_worker_image_files import weights_step
-
-ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
 
 # vLLM listens on loopback only: the worker beside it is its one client. The talker's graph
 # sizes and both stages' max_num_seqs follow CONCURRENCY (4 by default: worker/vllm_args.py).
@@ -39,10 +34,6 @@ VLLM_START = (
     "vllm-start serve Qwen/Test-Model --omni --host 127.0.0.1 --port {port} --stage-overrides "
     + STAGE_OVERRIDES.replace("{", "{{").replace("}", "}}")
 )
-# The stand-in package runs the real helper modules the entrypoint calls (worker.vllm_args,
-# worker.compile_cache) and its own __main__: its directory comes first on the package path.
-STAND_IN_INIT = f"__path__.append({str(WORKER_DIR)!r})\n"
-
 FAKE_VLLM = """#!{python}
 import http.server, os, signal, sys, threading, time
 events = os.environ["EVENTS"]
@@ -98,65 +89,15 @@ sys.exit(int(os.environ.get("WORKER_EXIT", "0")))
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if events.exists() and line in events.read_text().splitlines():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{line!r} never appeared; events: {read(events)}")
-
-
-def read(events: Path) -> list[str]:
-    return events.read_text().splitlines() if events.exists() else []
-
-
 @pytest.fixture
 def sandbox(tmp_path: Path) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    vllm = bin_dir / "vllm"
-    vllm.write_text(FAKE_VLLM.format(python=sys.executable))
-    vllm.chmod(0o755)
-    package = tmp_path / "pkg" / "worker"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(STAND_IN_INIT)
-    (package / "__main__.py").write_text(FAKE_WORKER)
-    return {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "PYTHON": sys.executable,
-        "PYTHONPATH": str(tmp_path / "pkg"),
-        "EVENTS": str(tmp_path / "events"),
-        "SPEECH_MODEL": "Qwen/Test-Model",
-        "SPEECH_PORT": str(free_port()),
-        "HEALTH_TIMEOUT_SECONDS": "60",
-        "CWD": str(tmp_path / "pkg"),
-    }
+    return stand_ins(tmp_path, FAKE_VLLM, FAKE_WORKER)
 
 
 @pytest.fixture
-def start(sandbox: dict[str, str]) -> Iterator[object]:
-    started: list[subprocess.Popen[bytes]] = []
-
-    def run(**extra: str) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **sandbox, **extra}
-        proc = subprocess.Popen(
-            ["bash", str(ENTRYPOINT)], env=env, cwd=sandbox["CWD"], start_new_session=True
-        )
-        started.append(proc)
-        return proc
-
-    yield run
-    for proc in started:  # never leave the entrypoint or its children running
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+def start(sandbox: dict[str, str]) -> Iterator[Start]:
+    with entrypoints(sandbox) as run:
+        yield run
 
 
 @pytest.mark.processes

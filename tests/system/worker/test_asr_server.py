@@ -7,22 +7,15 @@ this cannot prove: that vLLM loads a Whisper model (no GPU here)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.lib.stack_support import WORKER_DIR
-from tests.system.components.test_worker_image_files import STAGE_OVERRIDES, STAND_IN_INIT
-
-ENTRYPOINT = WORKER_DIR / "entrypoint.sh"
+from tests.lib.entrypoint import Start, entrypoints, read, stand_ins, wait_for
+from tests.system.components.test_worker_image_files import STAGE_OVERRIDES
+from tts_fleet.local.procs import free_port
 
 FAKE_VLLM = """#!{python}
 import http.server, os, signal, sys, threading, time
@@ -71,70 +64,16 @@ note("worker-exit")
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def read(events: Path) -> list[str]:
-    return events.read_text().splitlines() if events.exists() else []
-
-
-def wait_for(events: Path, line: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(entry.startswith(line) for entry in read(events)):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{line!r} never appeared; events: {read(events)}")
-
-
 @pytest.fixture
 def sandbox(tmp_path: Path) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    vllm = bin_dir / "vllm"
-    vllm.write_text(FAKE_VLLM.format(python=sys.executable))
-    vllm.chmod(0o755)
-    package = tmp_path / "pkg" / "worker"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(STAND_IN_INIT)  # the entrypoint's helper modules
-    (package / "__main__.py").write_text(FAKE_WORKER)
-    return {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "PYTHON": sys.executable,
-        "PYTHONPATH": str(tmp_path / "pkg"),
-        "EVENTS": str(tmp_path / "events"),
-        "TMPDIR": str(tmp_path),
-        "SPEECH_MODEL": "Qwen/Test-Model",
-        "SPEECH_PORT": str(free_port()),
-        "ASR_PORT": str(free_port()),
-        "QA_MODE": "asr",
-        "HEALTH_TIMEOUT_SECONDS": "60",
-    }
-
-
-Start = Callable[..., "subprocess.Popen[bytes]"]
+    env = stand_ins(tmp_path, FAKE_VLLM, FAKE_WORKER)
+    return {**env, "TMPDIR": str(tmp_path), "ASR_PORT": str(free_port()), "QA_MODE": "asr"}
 
 
 @pytest.fixture
-def start(sandbox: dict[str, str], tmp_path: Path) -> Iterator[Start]:
-    started: list[subprocess.Popen[bytes]] = []
-
-    def run(**extra: str) -> subprocess.Popen[bytes]:
-        env = {**os.environ, **sandbox, **extra}
-        proc = subprocess.Popen(
-            ["bash", str(ENTRYPOINT)], env=env, cwd=tmp_path / "pkg", start_new_session=True
-        )
-        started.append(proc)
-        return proc
-
-    yield run
-    for proc in started:  # never leave the entrypoint or its children running
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+def start(sandbox: dict[str, str]) -> Iterator[Start]:
+    with entrypoints(sandbox) as run:
+        yield run
 
 
 @pytest.mark.processes
