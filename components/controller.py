@@ -35,7 +35,7 @@ from pydantic import Field, model_validator
 
 import tts_fleet
 from components.args import ComponentArgs, StrInput
-from components.iam import trust_policy
+from components.iam import cluster_task_arns, trust_policy
 from tts_fleet.controller import metrics
 from tts_fleet.controller.settings import HANDLER, STATE_KEY, Settings
 from tts_fleet.scaling.batches import BATCHES_PREFIX, FORECASTS_KEY
@@ -88,12 +88,6 @@ def code_archive(root: Path | None = None) -> pulumi.AssetArchive:
     return pulumi.AssetArchive(assets)
 
 
-def task_arns(cluster_arn: str, cluster: str) -> str:
-    """Every task of this cluster: `arn:<partition>:ecs:<region>:<account>:task/<cluster>/*`."""
-    _, partition, _, region, account = cluster_arn.split(":")[:5]
-    return f"arn:{partition}:ecs:{region}:{account}:task/{cluster}/*"
-
-
 def pool_task_statements(cluster_arn: str, cluster: str) -> list[dict]:
     """With pools: read the cluster's tasks. ListTasks names no task, so it is scoped by the
     `ecs:cluster` condition key; DescribeTasks takes the cluster's task ARNs (Service
@@ -102,7 +96,7 @@ def pool_task_statements(cluster_arn: str, cluster: str) -> list[dict]:
         {"Sid": "ListPoolTasks", "Effect": "Allow", "Action": "ecs:ListTasks", "Resource": "*",
          "Condition": {"ArnEquals": {"ecs:cluster": cluster_arn}}},
         {"Sid": "ReadPoolTasks", "Effect": "Allow", "Action": "ecs:DescribeTasks",
-         "Resource": task_arns(cluster_arn, cluster)},
+         "Resource": cluster_task_arns(cluster_arn, cluster)},
     ]  # fmt: skip
 
 

@@ -46,3 +46,9 @@ def same_account_condition(resource_arn: pulumi.Input[str], service: str) -> dic
             "aws:SourceArn": parts.apply(lambda p: f"arn:{p[1]}:{service}:{p[3]}:{p[4]}:*")
         },
     }
+
+
+def cluster_task_arns(cluster_arn: str, cluster: str) -> str:
+    """Every task of this cluster: `arn:<partition>:ecs:<region>:<account>:task/<cluster>/*`."""
+    _, partition, _, region, account = cluster_arn.split(":")[:5]
+    return f"arn:{partition}:ecs:{region}:{account}:task/{cluster}/*"

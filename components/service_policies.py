@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pulumi
 
+from components.iam import cluster_task_arns
 from worker.jobs import FAILURES_PREFIX, OUTPUTS_PREFIX, VOICES_PREFIX
 from worker.settings import CACHE_PREFIX, WEIGHTS_PREFIX
 
@@ -25,12 +26,9 @@ def task_protection_arn(
 ) -> pulumi.Output[str]:
     """`arn:<partition>:ecs:<region>:<account>:task/<clusterName>/*` from the cluster's ARN."""
 
-    def render(values: list[str]) -> str:
-        arn, name = values
-        _, partition, _, region, account = arn.split(":")[:5]
-        return f"arn:{partition}:ecs:{region}:{account}:task/{name}/*"
-
-    return pulumi.Output.all(cluster_arn, cluster_name).apply(render)
+    return pulumi.Output.all(cluster_arn, cluster_name).apply(
+        lambda values: cluster_task_arns(*values)
+    )
 
 
 def execution_policy(
