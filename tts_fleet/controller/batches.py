@@ -15,9 +15,8 @@ batch's done count is its jobs minus its share. The approximation errs when orde
 (retries, a job sent again, jobs moved to the DLQ count as done) and is conservative where
 unbatched work arrives after a batch (that work is counted against the batch).
 
-Each sample's `OpenBatch`es go to `forecast_batches`, the one function the deadline planner
-(tts_fleet/scaling/deadlines.py) answers once it is wired into the Policy: until then it
-forecasts the drain at the current plan and at maxWorkers with the stack's timings. The
+Each sample's `OpenBatch`es go to the policy with the queue's counts; its deadline planner
+(tts_fleet/scaling/deadlines.py) sets the worker count and forecasts each batch. The
 first sample of an invocation logs one EMF line per batch; a batch the fleet cannot finish
 in time even at maxWorkers is logged at once, the first time it is known (`batch-at-risk`).
 At the end the forecasts are written to FORECASTS_KEY for `tts-fleet status`, and the record
@@ -49,7 +48,6 @@ from tts_fleet.scaling.batches import (
     parse_forecasts,
     parse_record,
 )
-from tts_fleet.scaling.controller import ControllerParams
 
 # The most records read per invocation: bounds the controller's reads whatever is planted
 # under `batches/` (each record is at most MAX_RECORD_BYTES).
@@ -64,44 +62,6 @@ BATCH_REMAINING = "BatchRemaining"
 BATCH_SLACK = "BatchSlackSeconds"  # deadline - predicted finish; negative: late
 BATCH_AT_RISK = "BatchAtRisk"
 BATCH_METRICS = {BATCH_REMAINING: "Count", BATCH_SLACK: "Seconds", BATCH_AT_RISK: "Count"}
-
-
-def forecast_batches(
-    params: ControllerParams,
-    batches: list[OpenBatch],
-    *,
-    now: float,
-    running: int,
-    planned: int,
-) -> list[BatchForecast]:
-    """Each batch's finish at the planned worker count, and whether it is at risk (late even
-    at maxWorkers; its forecast is then the finish maxWorkers can reach). The queue drains
-    in submission order, so a batch finishes when the work sent before it and its own is
-    done. The fallback where the deadline planner gave no forecast for a batch."""
-    ahead = 0
-    forecasts = []
-    for batch in sorted(batches, key=lambda b: (b.submitted_at, b.batch_id)):
-        ahead += batch.jobs - batch.done
-        at_plan = drain_finish(params, ahead, now, running, max(planned, 1))
-        at_most = drain_finish(params, ahead, now, running, params.max_workers)
-        late = at_most > batch.deadline
-        finish = at_most if late else at_plan
-        forecasts.append(BatchForecast(batch.batch_id, batch.deadline, finish, late))
-    return forecasts
-
-
-def drain_finish(
-    params: ControllerParams, jobs: int, now: float, running: int, workers: int
-) -> float:
-    """When `jobs` are done by `workers` (at least the `running` ones): the running ones work
-    from now, the others from one cold start on, each at 1 / seconds_per_job jobs a second."""
-    work = jobs * params.seconds_per_job  # worker-seconds
-    workers = max(workers, running)
-    if work <= 0:
-        return now
-    if workers <= running or running * params.cold_start_s >= work:
-        return now + work / running
-    return now + params.cold_start_s + (work - running * params.cold_start_s) / workers
 
 
 def allocate(records: list[BatchRecord], outstanding: int) -> list[OpenBatch]:
@@ -130,24 +90,20 @@ class BatchBook:
 
     def sample(
         self,
-        params: ControllerParams,
         *,
         now: float,
         outstanding: int,
-        running: int,
-        planned: int,
+        forecasts: Sequence[BatchForecast],
         first: bool,
-        planned_forecasts: Sequence[BatchForecast] = (),
     ) -> list[str]:
-        """Progress and forecasts at one sample; the log lines to emit for it. The forecasts
-        are the deadline planner's (`Decision.forecasts`, tts_fleet/scaling/deadlines.py);
-        a batch it gave none for is forecast here at the planned count."""
+        """Progress at one sample and the deadline planner's forecasts for it
+        (`Decision.forecasts`, tts_fleet/scaling/deadlines.py, one per open batch); the log
+        lines to emit for it."""
         if not self.records:
             return []
         batches = allocate(self.records, outstanding)
-        found = forecast_batches(params, batches, now=now, running=running, planned=planned)
-        by_id = {forecast.batch_id: forecast for forecast in found}
-        by_id.update({forecast.batch_id: forecast for forecast in planned_forecasts})
+        by_id = {forecast.batch_id: forecast for forecast in forecasts}
+        batches = [batch for batch in batches if batch.batch_id in by_id]
         self.latest = [BatchProgress(batch, by_id[batch.batch_id]) for batch in batches]
         lines = []
         for item in self.latest:

@@ -186,13 +186,10 @@ def run(
             for line in pool_lines(settings, reading, decision):
                 emit(line)
             for line in book.sample(
-                params,
                 now=reading.now,
                 outstanding=reading.counts.outstanding,
-                running=reading.fleet.running,
-                planned=decision.desired,
+                forecasts=decision.forecasts,
                 first=samples == 1,
-                planned_forecasts=decision.forecasts,
             ):
                 emit(line)
             if quiet(reading, decision):

@@ -616,7 +616,7 @@ def test_the_record_submit_writes_is_the_one_the_controller_reads(in_process_aws
 
     from tts_fleet.client.batches import new_batch, read_open_batches, write_batch
     from tts_fleet.controller import batches as controller_batches
-    from tts_fleet.scaling.controller import ControllerParams
+    from tts_fleet.scaling.batches import BatchForecast
     from worker.jobs import Job
 
     jobs = [Job(text=f"line {n}.") for n in range(3)]
@@ -628,8 +628,8 @@ def test_the_record_submit_writes_is_the_one_the_controller_reads(in_process_aws
         write_batch(s3, "outputs", record)
         book, problems = controller_batches.load(s3, "outputs", "dev")
         assert problems == [] and book.records == [record]
-        params = ControllerParams(0, 4, 8, 5, 0.12, 600.0, 2.0, 1, 200.0)
-        book.sample(params, now=now, outstanding=2, running=0, planned=1, first=True)
+        forecast = BatchForecast(record.batch_id, record.deadline, now + 60, at_risk=False)
+        book.sample(now=now, outstanding=2, forecasts=[forecast], first=True)
         book.finish(s3, "outputs", now)
         [shown] = read_open_batches(s3, "outputs").to_json()
     assert (shown["batch_id"], shown["jobs"], shown["done"]) == (record.batch_id, 3, 1)
