@@ -116,10 +116,13 @@ def start_speech_server(
     extra_args: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`python -m tts_fleet.local.speech_server` on 127.0.0.1 (`port` 0: a free one); returns
-    the process and its URL once it says it listens. The test suite starts it this way too."""
+    the process and its URL once it says it listens. The test suite starts it this way too.
+    Its ASR stand-in always takes a free port (read back with `asr.url_from_log`): the fixed
+    8092 of a server given a fixed `port` would collide between servers run side by side."""
+    asr_port = () if "--asr-port" in extra_args else ("--asr-port", "0")
     argv = python_module(
         "tts_fleet.local.speech_server", "--host", "127.0.0.1", "--port", str(port),
-        "--backend", backend, *extra_args,
+        "--backend", backend, *asr_port, *extra_args,
     )  # fmt: skip
     if latency_ms > 0:
         argv += ["--latency-ms", f"{latency_ms:g}"]
